@@ -1,0 +1,1 @@
+"""Passwords, tokens, secrets at rest, and the access rules."""

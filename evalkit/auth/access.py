@@ -1,0 +1,171 @@
+"""The access rules, all in one place. Every route asks this module before it acts.
+
+Each rule has a stable name (sent to clients as the error code of a 403) and a sentence
+(the ``RULES`` table, also rendered in ``docs/access.md``). A refusal raises
+:class:`~evalkit.errors.Forbidden` naming the rule; no login raises
+:class:`~evalkit.errors.Unauthorized`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from evalkit.errors import Forbidden, Unauthorized
+
+Role = Literal["writer", "reviewer"]
+WorkspaceKind = Literal["personal", "shared"]
+
+RULES: dict[str, str] = {
+    "login-required": "Anonymous callers read nothing; every API call needs a login.",
+    "read-all": "Every logged-in user reads every workspace, personal ones included.",
+    "admin-only": (
+        "Users, shared workspaces, memberships, promotions, LLM providers and the default "
+        "judge are managed by admins."
+    ),
+    "personal-owner-writes": "Only its owner writes to a personal workspace.",
+    "shared-writers-write": "Admins and the workspace's writers write to a shared workspace.",
+    "no-review-in-personal": "Cases in a personal workspace are not reviewed.",
+    "reviewers-review": "Admins and the workspace's reviewers approve or reject its cases.",
+    "promotion-target-no-sync": (
+        "A promotion target is fed only by approvals in its source: sync is refused."
+    ),
+    "promotion-target-no-review": (
+        "A promotion target takes no review decisions; approve in its source instead."
+    ),
+    "personal-agent-owner-only": "Only its owner runs a personal agent.",
+    "server-cannot-drive-personal-agent": (
+        "The server does not drive a personal agent; its owner's CLI or SDK does."
+    ),
+    "agent-token-scope": "An agent token only sends traces for its own agent.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who is calling. ``agent_id`` is set for agent tokens, which act for one agent only."""
+
+    user_id: int | None = None
+    username: str | None = None
+    is_admin: bool = False
+    agent_id: int | None = None
+
+    @property
+    def is_anonymous(self) -> bool:
+        return self.user_id is None and self.agent_id is None
+
+
+ANONYMOUS = Actor()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceFacts:
+    """What the rules need to know about one workspace, as seen by one actor."""
+
+    name: str
+    kind: WorkspaceKind
+    owner_id: int | None
+    actor_role: Role | None = None
+    is_promotion_target: bool = False
+
+
+def _refuse(rule: str, detail: str) -> Forbidden:
+    return Forbidden(rule, f"{detail} ({RULES[rule]})")
+
+
+def require_user(actor: Actor) -> None:
+    """A logged-in person; agent tokens are refused outside the collector."""
+    if actor.is_anonymous:
+        raise Unauthorized(
+            "not logged in: run `evalkit login` or send an Authorization: Bearer token",
+            code="login-required",
+        )
+    if actor.user_id is None:
+        raise _refuse("agent-token-scope", "this route needs a user login, not an agent token")
+
+
+def require_read(actor: Actor) -> None:
+    require_user(actor)
+
+
+def require_admin(actor: Actor, action: str) -> None:
+    require_user(actor)
+    if not actor.is_admin:
+        raise _refuse("admin-only", f"{actor.username} is not an admin and cannot {action}")
+
+
+def can_write(actor: Actor, ws: WorkspaceFacts) -> bool:
+    if actor.user_id is None:
+        return False
+    if ws.kind == "personal":
+        return ws.owner_id == actor.user_id
+    return actor.is_admin or ws.actor_role == "writer"
+
+
+def require_write(actor: Actor, ws: WorkspaceFacts, action: str = "write to it") -> None:
+    require_user(actor)
+    if can_write(actor, ws):
+        return
+    if ws.kind == "personal":
+        raise _refuse(
+            "personal-owner-writes", f"@{ws.name} is someone else's personal workspace; "
+            f"you cannot {action}"
+        )
+    raise _refuse(
+        "shared-writers-write",
+        f"{actor.username} is not a writer of @{ws.name} and cannot {action}; ask an admin for "
+        f"`evalkit workspaces members add {ws.name} {actor.username} --role writer`",
+    )
+
+
+def require_sync(actor: Actor, ws: WorkspaceFacts) -> None:
+    require_write(actor, ws, "sync cases into it")
+    if ws.is_promotion_target:
+        raise _refuse(
+            "promotion-target-no-sync",
+            f"@{ws.name} is a promotion target; sync into its source workspace instead",
+        )
+
+
+def require_review(actor: Actor, ws: WorkspaceFacts) -> None:
+    """Approve or reject a case."""
+    require_user(actor)
+    if ws.kind == "personal":
+        raise _refuse("no-review-in-personal", f"@{ws.name} is a personal workspace")
+    if ws.is_promotion_target:
+        raise _refuse("promotion-target-no-review", f"@{ws.name} is a promotion target")
+    if not (actor.is_admin or ws.actor_role == "reviewer"):
+        raise _refuse(
+            "reviewers-review",
+            f"{actor.username} is not a reviewer of @{ws.name}; ask an admin for "
+            f"`evalkit workspaces members add {ws.name} {actor.username} --role reviewer`",
+        )
+
+
+def require_comment(actor: Actor, ws: WorkspaceFacts) -> None:
+    """Anyone logged in may comment on any case, promotion targets included."""
+    require_user(actor)
+
+
+def require_run_agent(actor: Actor, agent_ws: WorkspaceFacts, *, driven_by_server: bool) -> None:
+    """Running an agent: a personal agent only by its owner, and never by the server."""
+    require_user(actor)
+    if agent_ws.kind != "personal":
+        return
+    if agent_ws.owner_id != actor.user_id:
+        raise _refuse(
+            "personal-agent-owner-only", f"the agent belongs to @{agent_ws.name}'s owner"
+        )
+    if driven_by_server:
+        raise _refuse(
+            "server-cannot-drive-personal-agent",
+            f"run agents of @{agent_ws.name} with `evalkit run` or run_experiment on your machine",
+        )
+
+
+def experiment_workspace(dataset_ws: WorkspaceFacts, agent_ws: WorkspaceFacts, runner: str) -> str:
+    """Where an experiment is stored: the dataset's workspace if both are shared, else the
+    runner's personal workspace."""
+    if dataset_ws.kind == "shared" and agent_ws.kind == "shared":
+        return dataset_ws.name
+    return runner

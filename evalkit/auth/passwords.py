@@ -1,0 +1,47 @@
+"""Password rules and argon2id hashing."""
+
+from __future__ import annotations
+
+import secrets
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from evalkit.errors import BadRequest
+
+MIN_CHARS = 8
+MAX_BYTES = 72
+
+_hasher = PasswordHasher()  # argon2id with the library's current recommended parameters
+# A hash to verify against when the user does not exist, so timing does not reveal usernames.
+_DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
+
+
+def check_password_rules(password: str, *, what: str = "password") -> None:
+    if len(password) < MIN_CHARS:
+        raise BadRequest(
+            f"the {what} is {len(password)} characters long; use at least {MIN_CHARS}",
+            code="password-too-short",
+        )
+    size = len(password.encode())
+    if size > MAX_BYTES:
+        raise BadRequest(
+            f"the {what} is {size} bytes long; use at most {MAX_BYTES} bytes",
+            code="password-too-long",
+        )
+
+
+def hash_password(password: str) -> str:
+    check_password_rules(password)
+    return _hasher.hash(password)
+
+
+def verify_password(password_hash: str | None, password: str) -> bool:
+    try:
+        return _hasher.verify(password_hash or _DUMMY_HASH, password) and password_hash is not None
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def generate_password() -> str:
+    return secrets.token_urlsafe(18)

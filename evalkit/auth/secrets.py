@@ -1,0 +1,55 @@
+"""Secrets at rest (agent, evaluator and provider API keys): AES-256-GCM with ``encryption_key``.
+
+Stored form: ``v1:`` + base64(nonce || ciphertext+tag). The associated data binds a secret
+to the row it belongs to, so a ciphertext copied to another row does not decrypt.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from evalkit.errors import ConfigError, EvalkitError
+
+_VERSION = "v1:"
+
+
+def generate_key() -> str:
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+class SecretBox:
+    def __init__(self, key_b64: str | None) -> None:
+        if not key_b64:
+            raise ConfigError(
+                "encryption_key is not set; generate one with `evalkit init-server` or "
+                "`python -c 'import os,base64;print(base64.b64encode(os.urandom(32)).decode())'`"
+            )
+        try:
+            key = base64.b64decode(key_b64, validate=True)
+        except binascii.Error:
+            raise ConfigError("encryption_key is not valid base64; it must encode 32 bytes") from None
+        if len(key) != 32:
+            raise ConfigError(f"encryption_key encodes {len(key)} bytes; it must encode 32 bytes")
+        self._aead = AESGCM(key)
+
+    def encrypt(self, plaintext: str, context: str) -> str:
+        nonce = os.urandom(12)
+        sealed = self._aead.encrypt(nonce, plaintext.encode(), context.encode())
+        return _VERSION + base64.b64encode(nonce + sealed).decode()
+
+    def decrypt(self, stored: str, context: str) -> str:
+        if not stored.startswith(_VERSION):
+            raise EvalkitError("a stored secret has an unknown format; set it again")
+        raw = base64.b64decode(stored[len(_VERSION) :])
+        try:
+            return self._aead.decrypt(raw[:12], raw[12:], context.encode()).decode()
+        except InvalidTag:
+            raise EvalkitError(
+                "a stored secret does not decrypt with this encryption_key; was the key changed? "
+                "restore the old key or set the secret again"
+            ) from None

@@ -1,0 +1,302 @@
+"""Offline lint of a suite: every check that needs no server.
+
+The online part of ``evalkit lint`` (case ids and overlay targets across the workspace,
+W-CUSTOM-UNKNOWN for custom evaluators the server does not know) starts from the
+``LintReport`` returned here: ``case_ids``, ``overlay_targets`` and ``custom_evaluators``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalkit.cases._check import Sink
+from evalkit.cases._validate import ParsedCase, check_case
+from evalkit.cases._yaml import YamlSyntaxError, parse
+from evalkit.cases.model import (
+    DEFAULT_MAX_FIXTURE_BYTES,
+    LintFinding,
+    LintReport,
+    Location,
+    format_finding,
+    format_findings,
+)
+from evalkit.cases.project import PROJECT_FILE, FixtureEntry, ProjectConfig
+from evalkit.model.names import NAME_RE, NAME_RULE
+
+__all__ = ["format_finding", "format_findings", "format_report", "format_summary", "lint_suite"]
+
+CASE_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass
+class Analysis:
+    """Everything one pass over a suite learns; ``load_suite`` builds on it."""
+
+    report: LintReport
+    directory: Path
+    cases: list[ParsedCase] = field(default_factory=list)
+    """Case files without errors (after the id check: without duplicates), sorted by id."""
+    ids: list[ParsedCase] = field(default_factory=list)
+    """Every case file whose id is known, errors or not, in file order."""
+    fixtures: dict[str, tuple[FixtureEntry, int]] = field(default_factory=dict)
+    """Fixtures the cases use and that passed the checks: key -> (entry, size)."""
+
+
+def lint_suite(
+    directory: str | Path,
+    project: ProjectConfig | None = None,
+    *,
+    max_fixture_bytes: int | None = None,
+) -> LintReport:
+    """Check a suite directory without a server.
+
+    ``max_fixture_bytes`` defaults to evalkit.yaml's ``max_fixture_bytes``, else 50 MiB.
+    """
+    return analyze(directory, project, max_fixture_bytes=max_fixture_bytes).report
+
+
+def analyze(
+    directory: str | Path, project: ProjectConfig | None, *, max_fixture_bytes: int | None = None
+) -> Analysis:
+    suite = Path(directory)
+    dataset = Path(os.path.normpath(suite.absolute())).name
+    report = LintReport(suite=str(suite), dataset=dataset)
+    analysis = Analysis(report=report, directory=suite)
+    findings = report.findings
+    if project is not None:
+        findings.extend(project.warnings)
+    if not suite.is_dir():
+        findings.append(
+            _finding(
+                "E-SUITE-NOT-FOUND",
+                str(suite),
+                None,
+                "no such directory: give the suite's directory (its name is the dataset name)",
+            )
+        )
+        return analysis
+    if not NAME_RE.match(dataset):
+        findings.append(
+            _finding(
+                "E-DATASET-NAME",
+                str(suite),
+                None,
+                f"the directory name {dataset!r} is the "
+                f"dataset name and must be {NAME_RULE}: rename the directory",
+            )
+        )
+    files = _case_files(suite)
+    report.files_checked = len(files)
+    if not files:
+        findings.append(
+            LintFinding(
+                code="W-SUITE-EMPTY",
+                severity="warning",
+                file=str(suite),
+                line=None,
+                message="no case files (*.yaml, *.yml) in this directory",
+            )
+        )
+    for path in files:
+        sink = Sink(str(path))
+        parsed = _check_file(sink, suite, path)
+        findings.extend(sink.findings)
+        if parsed is not None:
+            analysis.ids.append(parsed)
+            if parsed.case_file is not None and not sink.has_errors:
+                analysis.cases.append(parsed)
+    _check_ids(analysis)
+    _check_fixtures(analysis, project, max_fixture_bytes)
+    for case in analysis.ids:
+        for name, line in case.custom_refs:
+            report.custom_evaluators.setdefault(name, []).append(
+                Location(file=case.file, line=line)
+            )
+        target = case.overlay
+        if target is not None:
+            report.overlay_targets.setdefault(target, []).append(
+                Location(file=case.file, line=case.overlay_line)
+            )
+    report.case_ids = sorted({case.id for case in analysis.ids})
+    analysis.cases.sort(key=lambda case: case.id)
+    findings.sort(key=lambda f: (f.file, f.line or 0, f.code))
+    return analysis
+
+
+def format_summary(report: LintReport) -> str:
+    """One line: how many errors and warnings, in how many case files."""
+    errors, warnings = len(report.errors), len(report.warnings)
+    files = f"{report.files_checked} case file{'s' if report.files_checked != 1 else ''}"
+    if not errors and not warnings:
+        return f"{report.dataset}: {files}, no problems"
+    counts = f"{errors} error{'s' if errors != 1 else ''}, "
+    counts += f"{warnings} warning{'s' if warnings != 1 else ''}"
+    return f"{report.dataset}: {counts} in {files}"
+
+
+def format_report(report: LintReport, *, relative_to: str | Path | None = None) -> str:
+    """Every finding on its own line, then the summary line."""
+    lines = [format_finding(f, relative_to=relative_to) for f in report.findings]
+    return "\n".join([*lines, format_summary(report)])
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def _finding(code: str, file: str, line: int | None, message: str) -> LintFinding:
+    return LintFinding(code=code, severity="error", file=file, line=line, message=message)
+
+
+def _case_files(suite: Path) -> list[Path]:
+    return sorted(
+        path
+        for path in suite.iterdir()
+        if path.suffix in CASE_SUFFIXES
+        and not path.name.startswith(".")
+        and path.name != PROJECT_FILE
+        and path.is_file()
+    )
+
+
+def _check_file(sink: Sink, suite: Path, path: Path) -> ParsedCase | None:
+    if path.is_symlink() and not path.resolve().is_relative_to(suite.resolve()):
+        sink.error(
+            "E-PATH-ESCAPE",
+            None,
+            f"this case file is a link to {path.resolve()}, outside "
+            "the suite directory: copy the file into the suite instead",
+        )
+        return None
+    try:
+        doc = parse(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        sink.error("E-YAML", None, "the file is not UTF-8 text: save it as UTF-8")
+        return None
+    except YamlSyntaxError as exc:
+        sink.error("E-YAML", exc.line, f"invalid YAML: {exc.message}")
+        return None
+    for problem in doc.key_problems:
+        sink.error(problem.code, problem.line, problem.message)
+    if doc.data is None and doc.key_problems:
+        return None
+    return check_case(sink, doc, source=path.relative_to(suite).as_posix(), stem=path.stem)
+
+
+def _check_ids(analysis: Analysis) -> None:
+    first: dict[str, ParsedCase] = {}
+    duplicates: set[int] = set()
+    for case in analysis.ids:
+        seen = first.get(case.id)
+        if seen is None:
+            first[case.id] = case
+            continue
+        duplicates.add(id(case))
+        where = f"{seen.source}:{seen.id_line}" if seen.id_line else seen.source
+        analysis.report.findings.append(
+            _finding(
+                "E-CASE-ID-DUPLICATE",
+                case.file,
+                case.id_line or 1,
+                f"case id {case.id!r} "
+                f"is already used by {where}: case ids are unique, give one of them another id",
+            )
+        )
+    analysis.cases = [case for case in analysis.cases if id(case) not in duplicates]
+    for case in analysis.ids:
+        target = case.overlay
+        if target is not None and target in first:
+            analysis.report.findings.append(
+                _finding(
+                    "E-OVERLAY-TARGET",
+                    case.file,
+                    case.overlay_line,
+                    f"overlay target "
+                    f"{target!r} is a case of this dataset ({first[target].source}); an overlay "
+                    "patches a case of another dataset: name that case's id",
+                )
+            )
+
+
+def _check_fixtures(analysis: Analysis, project: ProjectConfig | None, limit: int | None) -> None:
+    findings = analysis.report.findings
+    registry = project.fixtures if project is not None else {}
+    cap = limit or (project.max_fixture_bytes if project else None) or DEFAULT_MAX_FIXTURE_BYTES
+    users: dict[str, list[tuple[ParsedCase, int]]] = {}
+    for case in analysis.ids:
+        for key, line in case.fixture_refs:
+            if key in registry:
+                users.setdefault(key, []).append((case, line))
+                continue
+            if project is None:
+                why = f"no {PROJECT_FILE} was found, so there is no fixtures registry"
+            else:
+                why = f"{project.path} has no such key under `fixtures:`"
+            hint = difflib.get_close_matches(key, list(registry), n=1)
+            did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
+            findings.append(
+                _finding(
+                    "E-FIXTURE-UNKNOWN",
+                    case.file,
+                    line,
+                    f"unknown fixture key {key!r}"
+                    f"{did_you_mean}: {why}; `input.files` lists keys of that registry",
+                )
+            )
+    if project is None:
+        return
+    root = project.root.resolve()
+    for key in sorted(users):
+        entry = registry[key]
+        first_case, first_line = users[key][0]
+        used = f"used by {len(users[key])} case(s), first {first_case.source}:{first_line}"
+        real = entry.resolved.resolve()
+        file, line = str(project.path), entry.line
+        if not real.is_relative_to(root):
+            findings.append(
+                _finding(
+                    "E-PATH-ESCAPE",
+                    file,
+                    line,
+                    f"fixture `{key}` points to {real}, outside "
+                    f"the project directory {root} ({used}): keep fixture files inside the "
+                    "repository",
+                )
+            )
+        elif not real.exists():
+            findings.append(
+                _finding(
+                    "E-FIXTURE-MISSING",
+                    file,
+                    line,
+                    f"fixture `{key}`: file {entry.path} "
+                    f"does not exist ({used}): add the file or fix `path:`",
+                )
+            )
+        elif not real.is_file():
+            findings.append(
+                _finding(
+                    "E-FIXTURE-MISSING",
+                    file,
+                    line,
+                    f"fixture `{key}`: {entry.path} is not a "
+                    f"regular file ({used}): point `path:` at a file",
+                )
+            )
+        else:
+            size = real.stat().st_size
+            if size > cap:
+                findings.append(
+                    _finding(
+                        "E-FIXTURE-TOO-LARGE",
+                        file,
+                        line,
+                        f"fixture `{key}` is {size} bytes, "
+                        f"over the {cap}-byte limit ({used}): shrink the file or raise "
+                        "`max_fixture_bytes` in evalkit.yaml",
+                    )
+                )
+            else:
+                analysis.fixtures[key] = (entry, size)

@@ -1,0 +1,23 @@
+"""The ``evalkit`` command line."""
+
+from __future__ import annotations
+
+import sys
+
+_registered = False
+
+
+def register() -> None:
+    """Import the command modules once; each adds its commands to the root app."""
+    global _registered
+    if _registered:
+        return
+    from evalkit.cli import accounts, server, workspaces  # noqa: F401
+
+    _registered = True
+
+
+def main() -> None:
+    from evalkit.cli.app import run
+
+    sys.exit(run())

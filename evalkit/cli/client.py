@@ -1,0 +1,87 @@
+"""The CLI's HTTP client: finds the server and the token, turns refusals into CliError."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+import msgspec
+
+from evalkit.cli import credentials
+from evalkit.cli.output import CliError
+
+SERVER_URL_ENV = "EVALKIT_SERVER_URL"
+TOKEN_ENV = "EVALKIT_TOKEN"
+DEFAULT_SERVER = "http://127.0.0.1:8600"
+
+
+def server_url(explicit: str | None = None) -> str:
+    url = (
+        explicit
+        or os.environ.get(SERVER_URL_ENV)
+        or credentials.load().default_server
+        or DEFAULT_SERVER
+    )
+    return url.rstrip("/")
+
+
+class Client:
+    def __init__(self, base_url: str | None = None, token: str | None = None) -> None:
+        self.base_url = server_url(base_url)
+        self.token = token if token is not None else self._stored_token()
+        headers = {"User-Agent": "evalkit-cli"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        self.http = httpx.Client(base_url=self.base_url, headers=headers, timeout=60.0)
+
+    def _stored_token(self) -> str | None:
+        env = os.environ.get(TOKEN_ENV)
+        if env:
+            return env
+        stored = credentials.load().servers.get(self.base_url)
+        return stored.token if stored else None
+
+    def request(self, method: str, path: str, *, json: Any = None, type: Any = None) -> Any:
+        body = msgspec.json.encode(json) if json is not None else None
+        try:
+            response = self.http.request(
+                method, path, content=body, headers={"Content-Type": "application/json"}
+            )
+        except httpx.ConnectError:
+            raise CliError(
+                f"cannot reach the evalkit server at {self.base_url}; is it running? "
+                f"(set {SERVER_URL_ENV} or run `evalkit login URL`)"
+            ) from None
+        except httpx.TimeoutException:
+            raise CliError(f"the evalkit server at {self.base_url} did not answer in time") from None
+        if response.status_code >= 400:
+            raise CliError(self._explain(response))
+        if response.status_code == 204 or type is None:
+            return None
+        return msgspec.json.decode(response.content, type=type)
+
+    def get(self, path: str, type: Any) -> Any:
+        return self.request("GET", path, type=type)
+
+    def post(self, path: str, json: Any = None, type: Any = None) -> Any:
+        return self.request("POST", path, json=json if json is not None else {}, type=type)
+
+    def _explain(self, response: httpx.Response) -> str:
+        try:
+            error = response.json()["error"]
+            code, message = error["code"], error["message"]
+        except (ValueError, KeyError, TypeError):
+            return f"the server answered {response.status_code}: {response.text[:200]}"
+        if response.status_code == 401 and not self.token:
+            return f"not logged in to {self.base_url}: run `evalkit login`"
+        return f"{message} [{code}]"
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

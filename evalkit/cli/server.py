@@ -1,0 +1,153 @@
+"""``evalkit server``, ``evalkit worker`` and ``evalkit db``: the processes and the schema."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Annotated
+
+from cyclopts import App, Parameter
+
+from evalkit import __version__, serve
+from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.output import emit_json, note, say
+from evalkit.config import Settings, load_settings
+from evalkit.sql import migrate
+
+ConfigOpt = Annotated[
+    Path | None,
+    Parameter(help="config.yaml to read (default: $EVALKIT_CONFIG, else built-in defaults)."),
+]
+DataDirOpt = Annotated[
+    Path | None,
+    Parameter(help="Where the embedded PostgreSQL, blobs and keys live (data_dir)."),
+]
+
+
+def _settings(config: Path | None, data_dir: Path | None) -> Settings:
+    settings = load_settings(config)
+    if data_dir is not None:
+        settings.data_dir = str(data_dir)
+    return settings
+
+
+def _logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("procrastinate", "hypercorn.error", "psycopg.pool", "alembic"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _describe(target: serve.DatabaseTarget, settings: Settings) -> str:
+    if target.embedded:
+        return f"embedded PostgreSQL in {settings.data_path / 'postgres'}"
+    return "the PostgreSQL at database.url"
+
+
+@app.command
+def server(
+    *,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    host: Annotated[str | None, Parameter(help="Address to listen on (server.host).")] = None,
+    port: Annotated[int | None, Parameter(help="Port to listen on (server.port).")] = None,
+    with_worker: Annotated[
+        bool, Parameter(help="Also run a job worker in this process (small installs).")
+    ] = False,
+) -> int:
+    """Run the evalkit server: HTTP API, collector and web UI.
+
+    With no database.url configured it starts an embedded PostgreSQL under the data
+    directory and migrates it; an external database must be at the current schema
+    (`evalkit db upgrade`). The first start needs EVALKIT_ADMIN_PASSWORD to create `admin`.
+    Every setting can also come from an EVALKIT_* environment variable (docs/config.md).
+    """
+    settings = _settings(config, data_dir)
+    if host is not None:
+        settings.server.host = host
+    if port is not None:
+        settings.server.port = port
+    _logging()
+    with serve.database_for(settings) as target:
+        serve.prepare_schema(target)
+        serve.ensure_encryption_key(settings, target)
+        serve.check_port_free(settings.server.host, settings.server.port)
+        asyncio.run(_serve(settings, target, with_worker))
+    return 0
+
+
+async def _serve(settings: Settings, target: serve.DatabaseTarget, with_worker: bool) -> None:
+    ready = asyncio.Event()
+
+    async def announce() -> None:
+        await ready.wait()
+        worker = " with a worker" if with_worker else ""
+        note(
+            f"evalkit {__version__} serving on {serve.public_url(settings)}{worker} "
+            f"({_describe(target, settings)}); Ctrl-C stops it"
+        )
+
+    announcer = asyncio.create_task(announce())
+    try:
+        await serve.run(settings, target.url, edge=True, worker=with_worker, announce=ready)
+    finally:
+        announcer.cancel()
+
+
+@app.command
+def worker(
+    *,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    concurrency: Annotated[
+        int | None, Parameter(help="Jobs run at once in this process (worker.concurrency).")
+    ] = None,
+) -> int:
+    """Run a job worker: it drives runs, collects trajectories and scores them.
+
+    Run as many as you like against one database; each job runs once.
+    """
+    settings = _settings(config, data_dir)
+    if concurrency is not None:
+        settings.worker.concurrency = concurrency
+    _logging()
+    with serve.database_for(settings) as target:
+        serve.prepare_schema(target)
+        serve.ensure_encryption_key(settings, target)
+        note(f"evalkit worker {__version__} running ({_describe(target, settings)}); Ctrl-C stops it")
+        asyncio.run(serve.run(settings, target.url, edge=False, worker=True))
+    return 0
+
+
+db = App(name="db", help="The database schema: status and migrations.")
+app.command(db)
+
+
+@db.command(name="upgrade")
+def db_upgrade(*, config: ConfigOpt = None, data_dir: DataDirOpt = None, json: JsonFlag = False) -> int:
+    """Apply pending migrations (run before starting a new server version)."""
+    settings = _settings(config, data_dir)
+    with serve.database_for(settings) as target:
+        before, after = migrate.upgrade(target.url)
+    if json:
+        emit_json({"before": before, "after": after, "changed": before != after})
+    elif before == after:
+        say(f"database already at revision {after}")
+    else:
+        say(f"database migrated from {before or 'empty'} to {after}")
+    return 0
+
+
+@db.command(name="status")
+def db_status(*, config: ConfigOpt = None, data_dir: DataDirOpt = None, json: JsonFlag = False) -> int:
+    """Show the database's schema revision and the one this evalkit needs; exit 1 if behind."""
+    settings = _settings(config, data_dir)
+    with serve.database_for(settings) as target:
+        current = migrate.current_revision(target.url)
+    head = migrate.head_revision()
+    if json:
+        emit_json({"current": current, "head": head, "up_to_date": current == head})
+    else:
+        state = "up to date" if current == head else "behind: run `evalkit db upgrade`"
+        say(f"database at {current or 'empty'}, this evalkit needs {head}: {state}")
+    return 0 if current == head else 1

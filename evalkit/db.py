@@ -1,0 +1,103 @@
+"""The connection layer: a psycopg pool and a few async verbs over named SQL statements.
+
+Nothing above this module sees psycopg: integrity errors become :class:`IntegrityError`
+carrying the constraint name, connection failures become :class:`DatabaseError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from evalkit.errors import DatabaseError, EvalkitError
+from evalkit.sql import queries
+
+Row = dict[str, Any]
+
+
+class IntegrityError(EvalkitError):
+    """A constraint refused a write; ``constraint`` names it (e.g. ``users_username_key``)."""
+
+    def __init__(self, constraint: str, message: str) -> None:
+        super().__init__(message)
+        self.constraint = constraint
+
+
+class Conn:
+    """One connection, with the verbs the store layer uses."""
+
+    def __init__(self, raw: psycopg.AsyncConnection[Row]) -> None:
+        self.raw = raw
+
+    async def one(self, query: str, /, **params: Any) -> Row | None:
+        async with self._run(query, params) as cur:
+            return await cur.fetchone()
+
+    async def all(self, query: str, /, **params: Any) -> list[Row]:
+        async with self._run(query, params) as cur:
+            return await cur.fetchall()
+
+    async def execute(self, query: str, /, **params: Any) -> int:
+        async with self._run(query, params) as cur:
+            return cur.rowcount
+
+    @asynccontextmanager
+    async def _run(self, name: str, params: dict[str, Any]) -> AsyncIterator[psycopg.AsyncCursor[Row]]:
+        try:
+            async with self.raw.cursor() as cur:
+                await cur.execute(queries[name], params)
+                yield cur
+        except psycopg.errors.IntegrityError as exc:
+            constraint = exc.diag.constraint_name or ""
+            raise IntegrityError(constraint, f"{name}: {exc.diag.message_primary}") from exc
+        except psycopg.OperationalError as exc:
+            raise DatabaseError(f"the database did not answer ({exc}); is it running?") from exc
+        except psycopg.Error as exc:
+            raise DatabaseError(f"{name} failed: {exc}") from exc
+
+
+class Database:
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        self.url = url
+        self.pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]] = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"row_factory": dict_row, "autocommit": True},
+            open=False,
+            name="evalkit",
+        )
+
+    async def open(self, timeout: float = 10.0) -> None:
+        try:
+            await self.pool.open(wait=True, timeout=timeout)
+        except Exception as exc:
+            raise DatabaseError(f"cannot connect to the database: {exc}") from exc
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Conn]:
+        """A connection in autocommit mode: each statement commits on its own."""
+        async with self._checkout() as raw:
+            yield Conn(raw)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Conn]:
+        """A connection inside one transaction, committed on success, rolled back on error."""
+        async with self._checkout() as raw, raw.transaction():
+            yield Conn(raw)
+
+    @asynccontextmanager
+    async def _checkout(self) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
+        try:
+            async with self.pool.connection(timeout=10.0) as raw:
+                yield raw
+        except PoolTimeout as exc:
+            raise DatabaseError("no database connection within 10 s; is the database up?") from exc

@@ -1,0 +1,1 @@
+"""The HTTP edge: authenticate, validate, enqueue, serve reads."""

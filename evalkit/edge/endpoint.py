@@ -1,0 +1,177 @@
+"""API endpoints as data: each one declares its body and answer types, so the OpenAPI
+document is generated from the same Structs that validate requests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from evalkit.auth.access import ANONYMOUS, Actor
+from evalkit.db import Database
+from evalkit.errors import ApiError, BadRequest, EvalkitError, TooLarge, Unauthorized
+from evalkit.model import api
+
+MAX_JSON_BODY = 8 * 2**20
+
+
+@dataclass
+class Call:
+    """One API call as a handler sees it."""
+
+    request: Request
+    actor: Actor
+    db: Database
+    body: Any = None
+    token_id: int | None = None
+    token_expires_at: Any = None
+
+    @property
+    def settings(self) -> Any:
+        return self.request.app.state.settings
+
+    def param(self, name: str) -> str:
+        return str(self.request.path_params[name])
+
+
+Handler = Callable[[Call], Awaitable[Any]]
+
+
+@dataclass
+class Endpoint:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    body: type | None = None
+    returns: Any = None
+    status: int = 200
+    public: bool = False
+    """Public endpoints skip authentication entirely (health, login, server info)."""
+    tags: list[str] = field(default_factory=list)
+
+    def route(self) -> Route:
+        async def endpoint(request: Request) -> Response:
+            return await self._serve(request)
+
+        return Route(self.path, endpoint, methods=[self.method], name=self.handler.__name__)
+
+    async def _serve(self, request: Request) -> Response:
+        try:
+            db: Database = request.app.state.db
+            call = Call(request=request, actor=ANONYMOUS, db=db)
+            if not self.public:
+                await authenticate(call)
+            if self.body is not None:
+                call.body = await read_body(request, self.body)
+            result = await self.handler(call)
+            return json_response(result, self.status)
+        except ApiError as exc:
+            return error_response(exc.status, exc.code, exc.message)
+        except EvalkitError as exc:
+            return error_response(503, "unavailable", exc.message)
+
+
+async def authenticate(call: Call) -> None:
+    """Resolve ``Authorization: Bearer <token>`` to an actor; no header leaves it anonymous."""
+    from evalkit.store.accounts import resolve_login_token
+
+    header = call.request.headers.get("authorization")
+    if not header:
+        return
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("the Authorization header must be 'Bearer <token>'", code="bad-token")
+    async with call.db.connection() as conn:
+        resolved = await resolve_login_token(conn, token.strip())
+    call.actor = resolved.actor
+    call.token_id = resolved.token_id
+    call.token_expires_at = resolved.expires_at
+
+
+async def read_body(request: Request, struct: type) -> Any:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_JSON_BODY:
+            raise TooLarge(f"the request body is over {MAX_JSON_BODY} bytes; send less")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw:
+        raise BadRequest(f"this call needs a JSON body ({struct.__name__})", code="bad-body")
+    try:
+        return msgspec.json.decode(raw, type=struct)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(f"invalid {struct.__name__}: {exc}", code="bad-body") from None
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"the body is not valid JSON: {exc}", code="bad-body") from None
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def json_response(result: Any, status: int = 200) -> Response:
+    if result is None and status == 204:
+        return Response(status_code=204)
+    return Response(_encoder.encode(result), status, media_type="application/json")
+
+
+def error_response(status: int, code: str, message: str) -> Response:
+    body = api.Error(error=api.ErrorBody(code=code, message=message))
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return Response(_encoder.encode(body), status, headers=headers, media_type="application/json")
+
+
+def openapi_document(endpoints: list[Endpoint], version: str) -> dict[str, Any]:
+    """OpenAPI 3.1 generated from the endpoints' Structs."""
+    types: list[Any] = [api.Error]
+    for ep in endpoints:
+        types.extend(t for t in (ep.body, ep.returns) if t is not None)
+    schemas, components = msgspec.json.schema_components(
+        types, ref_template="#/components/schemas/{name}"
+    )
+    by_type = dict(zip(types, schemas, strict=True))
+    error_ref = by_type[api.Error]
+    paths: dict[str, dict[str, Any]] = {}
+    for ep in endpoints:
+        op: dict[str, Any] = {"summary": ep.summary, "operationId": ep.handler.__name__}
+        if ep.tags:
+            op["tags"] = ep.tags
+        if ep.body is not None:
+            op["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": by_type[ep.body]}},
+            }
+        ok: dict[str, Any] = {"description": "OK"}
+        if ep.returns is not None:
+            ok["content"] = {"application/json": {"schema": by_type[ep.returns]}}
+        responses: dict[str, Any] = {str(ep.status): ok}
+        error = {"description": "Refused", "content": {"application/json": {"schema": error_ref}}}
+        for status in ("400", "404", "409") if ep.public else ("400", "401", "403", "404", "409"):
+            responses[status] = error
+        op["responses"] = responses
+        params = [p.strip("{}") for p in ep.path.split("/") if p.startswith("{")]
+        if params:
+            op["parameters"] = [
+                {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
+                for p in params
+            ]
+        if not ep.public:
+            op["security"] = [{"bearer": []}]
+        paths.setdefault(ep.path, {})[ep.method.lower()] = op
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "evalkit API", "version": version},
+        "paths": paths,
+        "components": {
+            "schemas": json.loads(msgspec.json.encode(components)),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

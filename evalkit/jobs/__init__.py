@@ -1,0 +1,1 @@
+"""The job queue (procrastinate) and every job evalkit runs."""

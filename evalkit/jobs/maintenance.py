@@ -1,0 +1,34 @@
+"""Housekeeping jobs: stale login tokens, jobs of workers that died."""
+
+from __future__ import annotations
+
+import logging
+
+from procrastinate import JobContext
+
+from evalkit.jobs.app import app
+
+log = logging.getLogger("evalkit.jobs")
+
+STALLED_WORKER_SECONDS = 60
+
+
+@app.periodic(cron="*/1 * * * *", periodic_id="retry-stalled-jobs")
+@app.task(name="retry_stalled_jobs", queueing_lock="retry_stalled_jobs", pass_context=True)
+async def retry_stalled_jobs(context: JobContext, timestamp: int) -> int:
+    """Put jobs of workers that stopped sending heartbeats back in the queue."""
+    manager = context.app.job_manager
+    stalled = await manager.get_stalled_jobs(seconds_since_heartbeat=STALLED_WORKER_SECONDS)
+    for job in stalled:
+        log.warning("retrying job %s (%s) of a worker that stopped", job.id, job.task_name)
+        await manager.retry_job(job)
+    return len(stalled)
+
+
+@app.periodic(cron="17 * * * *", periodic_id="delete-stale-login-tokens")
+@app.task(name="delete_stale_login_tokens", queueing_lock="delete_stale_login_tokens")
+async def delete_stale_login_tokens(timestamp: int) -> None:
+    from evalkit.jobs.runtime import database
+
+    async with database().connection() as conn:
+        await conn.execute("login_token_delete_stale")

@@ -1,0 +1,1 @@
+"""msgspec Structs: the single definition of every wire object."""

@@ -1,0 +1,210 @@
+"""Process wiring for ``evalkit server`` and ``evalkit worker``: database (embedded or
+external), schema check, first-start admin, the HTTP edge on Hypercorn, the job worker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from hypercorn.asyncio import serve as hypercorn_serve
+from hypercorn.config import Config as HypercornConfig
+
+from evalkit.auth import passwords
+from evalkit.auth.secrets import generate_key
+from evalkit.config import Settings
+from evalkit.db import Database
+from evalkit.embedded import EmbeddedPostgres
+from evalkit.errors import ConfigError, EvalkitError
+from evalkit.sql import migrate
+
+log = logging.getLogger("evalkit")
+
+ADMIN_PASSWORD_ENV = "EVALKIT_ADMIN_PASSWORD"
+ADMIN_USERNAME = "admin"
+
+
+@dataclass
+class DatabaseTarget:
+    url: str
+    embedded: bool
+
+
+@contextlib.contextmanager
+def database_for(settings: Settings) -> Iterator[DatabaseTarget]:
+    """The configured database, or the embedded one under ``data_dir`` (started for the
+    duration of the block, stopped after unless another process still uses it)."""
+    if settings.database.url:
+        yield DatabaseTarget(settings.database.url, embedded=False)
+        return
+    embedded = EmbeddedPostgres(settings.data_path)
+    url = embedded.start()
+    try:
+        yield DatabaseTarget(url, embedded=True)
+    finally:
+        embedded.stop()
+
+
+def prepare_schema(target: DatabaseTarget) -> None:
+    """The embedded database is evalkit's own, so it is migrated on start; an external one
+    must be migrated by the operator (`evalkit db upgrade`), and a stale schema refuses."""
+    if target.embedded:
+        before, after = migrate.upgrade(target.url)
+        if before != after:
+            log.info("embedded database migrated from %s to %s", before or "empty", after)
+    migrate.require_head(target.url)
+
+
+def ensure_encryption_key(settings: Settings, target: DatabaseTarget) -> Settings:
+    """With the embedded default, keep a generated key under the data dir; an external
+    database needs an explicit ``encryption_key``."""
+    if settings.encryption_key:
+        return settings
+    if not target.embedded:
+        raise ConfigError(
+            "encryption_key is not set; with an external database it must be set in config.yaml "
+            "or EVALKIT_ENCRYPTION_KEY (32 random bytes, base64; `evalkit init-server` writes one)"
+        )
+    key_file = settings.data_path / "encryption.key"
+    if not key_file.exists():
+        key_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(generate_key())
+    settings.encryption_key = key_file.read_text().strip()
+    return settings
+
+
+async def ensure_admin(db: Database, env: dict[str, str]) -> str | None:
+    """Create ``admin`` from ``EVALKIT_ADMIN_PASSWORD`` on first start; refuse to start with
+    no admin and no password. Returns a line to print, or None."""
+    from evalkit.store import accounts
+
+    async with db.transaction() as conn:
+        if await accounts.admin_exists(conn):
+            return None
+        password = env.get(ADMIN_PASSWORD_ENV)
+        if not password:
+            raise ConfigError(
+                f"this server has no admin yet: set {ADMIN_PASSWORD_ENV} (8 to 72 bytes) for the "
+                "first start and it creates the user 'admin' with that password"
+            )
+        try:
+            passwords.check_password_rules(password, what=ADMIN_PASSWORD_ENV)
+        except EvalkitError as exc:
+            raise ConfigError(exc.message) from None
+        await accounts.create_user(conn, ADMIN_USERNAME, password, is_admin=True)
+    return f"created admin user '{ADMIN_USERNAME}' from {ADMIN_PASSWORD_ENV}"
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {host}:{port} ({exc.strerror}); stop what uses it or pass "
+                "--port (or set server.port)"
+            ) from None
+
+
+async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> None:
+    from evalkit.jobs.app import bound_app
+
+    jobs = bound_app(db_url, max_size=settings.worker.concurrency + 2)
+    async with jobs.open_async():
+        worker = asyncio.create_task(
+            jobs.run_worker_async(
+                concurrency=settings.worker.concurrency,
+                install_signal_handlers=False,
+                name=f"evalkit-{socket.gethostname()}-{os.getpid()}",
+            )
+        )
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait({worker, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if not worker.done():
+            worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(worker, timeout=30)
+        stopper.cancel()
+        if worker.done() and not worker.cancelled() and worker.exception():
+            raise worker.exception()  # type: ignore[misc]
+
+
+async def run(
+    settings: Settings,
+    db_url: str,
+    *,
+    edge: bool = True,
+    worker: bool = False,
+    stop: asyncio.Event | None = None,
+    announce: asyncio.Event | None = None,
+) -> None:
+    """Serve until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None)."""
+    from evalkit.edge.app import create_app
+    from evalkit.jobs import runtime
+
+    stop = stop or _stop_on_signals()
+    db = Database(db_url, min_size=settings.database.pool_min, max_size=settings.database.pool_max)
+    await db.open()
+    try:
+        if edge:
+            message = await ensure_admin(db, dict(os.environ))
+            if message:
+                log.warning(message)
+        runtime.install(db, settings)
+        tasks = []
+        if worker:
+            tasks.append(asyncio.create_task(run_worker(db_url, settings, stop)))
+        if edge:
+            app = create_app(settings, db, manage_pool=False)
+            tasks.append(asyncio.create_task(_serve_http(app, settings, stop, announce)))
+        elif announce is not None:
+            announce.set()
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for task in done:
+            if task.exception():
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        await db.close()
+
+
+async def _serve_http(
+    app: object, settings: Settings, stop: asyncio.Event, announce: asyncio.Event | None
+) -> None:
+    config = HypercornConfig()
+    config.bind = [f"{settings.server.host}:{settings.server.port}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = 10
+    config.keep_alive_timeout = 75
+
+    async def shutdown_trigger() -> None:
+        if announce is not None:
+            announce.set()
+        await stop.wait()
+
+    await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+
+
+def _stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+def public_url(settings: Settings) -> str:
+    if settings.server.public_url:
+        return settings.server.public_url.rstrip("/")
+    host = settings.server.host
+    return f"http://{'[' + host + ']' if ':' in host else host}:{settings.server.port}"
