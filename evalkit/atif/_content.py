@@ -92,14 +92,18 @@ def _part(report: Report, node: object, path: str, base_dir: Path | None) -> Non
         report.add(
             key(path, forbidden),
             "content-part-field-forbidden",
-            f"a {ptype} content part carries its data in `{needed}` and must not have "
+            f"{_a(ptype)} content part carries its data in `{needed}` and must not have "
             f"`{forbidden}`; remove it, or make a separate part for it",
         )
         node = {k: v for k, v in node.items() if k != forbidden}
     spec = _TEXT_PART if ptype == "text" else _MEDIA_PART
-    checked = check_object(report, node, path, spec, f"a {ptype} content part")
+    checked = check_object(report, node, path, spec, f"{_a(ptype)} content part")
     if checked is not None and "source" in checked:
         _source(report, checked["source"], key(path, "source"), ptype, base_dir)
+
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[0] in "aeiou" else f"a {word}"
 
 
 def _audio_type(media_type: str) -> str:
@@ -111,7 +115,7 @@ def _source(
     report: Report, node: dict[str, Any], path: str, kind: str, base_dir: Path | None
 ) -> None:
     spec = _IMAGE_SOURCE if kind == "image" else _AUDIO_SOURCE
-    src = check_object(report, node, path, spec, f"an {kind} source")
+    src = check_object(report, node, path, spec, f"{_a(kind)} source")
     if src is None:
         return
     media_type = src.get("media_type")
@@ -126,8 +130,8 @@ def _source(
             report.add(
                 mpath,
                 "media-kind-mismatch",
-                f"{media_type!r} is an {other} type inside an {kind} part; set the part's "
-                f"`type` to '{other}', or point at an {kind} file",
+                f"{media_type!r} is {_a(other)} type inside {_a(kind)} part; set the part's "
+                f"`type` to '{other}', or point at {_a(kind)} file",
             )
         elif not ok:
             report.add(

@@ -12,7 +12,6 @@ metrics, ``total_steps`` matching the steps, and fields newer than the declared 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -106,6 +105,7 @@ _FINAL_METRICS: Final = {
     "extra": Field("object"),
 }
 
+_JSON: Final = msgspec.json.Decoder()
 _SOURCES: Final = ("system", "user", "agent")
 _AGENT_ONLY: Final = (
     "model_name",
@@ -167,8 +167,13 @@ def validate_trajectory(
     return state.report.errors
 
 
-def parse_trajectory(data: bytes | str | Mapping[str, Any]) -> Trajectory:
-    """Decode (if needed), validate and convert ``data``; raise AtifValidationError if invalid."""
+def parse_trajectory(
+    data: bytes | str | dict[str, Any], *, base_dir: str | os.PathLike[str] | None = None
+) -> Trajectory:
+    """Decode (if needed), validate and convert ``data``; raise AtifValidationError if invalid.
+
+    ``base_dir`` is passed on to :func:`validate_trajectory` (media file checks).
+    """
     doc: object = data
     if isinstance(data, bytes | str):
         try:
@@ -183,7 +188,7 @@ def parse_trajectory(data: bytes | str | Mapping[str, Any]) -> Trajectory:
                     )
                 ]
             ) from None
-    errors = validate_trajectory(doc)
+    errors = validate_trajectory(doc, base_dir=base_dir)
     if errors:
         raise AtifValidationError(errors)
     try:
@@ -206,9 +211,6 @@ def trajectory_json_schema() -> dict[str, Any]:
         "title": "ATIF trajectory accepted by evalkit",
         **schema,
     }
-
-
-_JSON: Final = msgspec.json.Decoder()
 
 
 # --- walkers -------------------------------------------------------------------------
@@ -257,7 +259,7 @@ def _trajectory_body(
     state: _Doc, t: dict[str, Any], node: dict[str, Any], path: str, depth: int
 ) -> None:
     report = state.report
-    if depth == 0 and report.version < 7 and "session_id" not in t:
+    if depth == 0 and report.version < 7 and node.get("session_id") is None:
         report.add(
             key(path, "session_id"),
             "session-id-required",
@@ -454,8 +456,8 @@ def _metrics(report: Report, node: dict[str, Any], path: str) -> None:
         report.add(
             key(path, "logprobs"),
             "logprobs-length-mismatch",
-            f"`logprobs` has {len(logprobs)} entries but `completion_token_ids` has "
-            f"{len(ids)}; there must be one logprob per generated token",
+            f"`logprobs` has {len(logprobs)} values but `completion_token_ids` has "
+            f"{len(ids)}; give exactly one logprob per generated token id",
         )
 
 
