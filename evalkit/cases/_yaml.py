@@ -64,6 +64,7 @@ def parse(text: str) -> Document:
         node = loader.get_single_node()
         if node is None:
             return Document(None, None)
+        _refuse_cycles(node)
         problems = _check_keys(node)
         if any(p.code == "E-YAML-KEY" for p in problems):
             return Document(node, None, problems)
@@ -83,6 +84,33 @@ def parse(text: str) -> Document:
         raise YamlSyntaxError(str(exc).replace("\n", " "), None) from exc
     finally:
         loader.dispose()
+
+
+def _refuse_cycles(root: Node) -> None:
+    """A recursive alias (``a: &x [*x]``) makes data that JSON cannot hold: refuse it."""
+    on_path: set[int] = set()
+    done: set[int] = set()
+
+    def visit(node: Node) -> None:
+        if id(node) in done:
+            return
+        if id(node) in on_path:
+            raise YamlSyntaxError(
+                "an alias refers to a collection that contains it (a recursive alias)",
+                line_of(node),
+            )
+        on_path.add(id(node))
+        if isinstance(node, SequenceNode):
+            for child in node.value:
+                visit(child)
+        elif isinstance(node, MappingNode):
+            for key, value in node.value:
+                visit(key)
+                visit(value)
+        on_path.discard(id(node))
+        done.add(id(node))
+
+    visit(root)
 
 
 def _check_keys(root: Node) -> list[KeyProblem]:
