@@ -145,6 +145,7 @@ async def run(
     worker: bool = False,
     stop: asyncio.Event | None = None,
     announce: asyncio.Event | None = None,
+    env: dict[str, str] | None = None,
 ) -> None:
     """Serve until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None)."""
     from evalkit.edge.app import create_app
@@ -155,7 +156,7 @@ async def run(
     await db.open()
     try:
         if edge:
-            message = await ensure_admin(db, dict(os.environ))
+            message = await ensure_admin(db, dict(os.environ) if env is None else env)
             if message:
                 log.warning(message)
         runtime.install(db, settings)

@@ -73,7 +73,7 @@ class Client:
             code, message = error["code"], error["message"]
         except (ValueError, KeyError, TypeError):
             return f"the server answered {response.status_code}: {response.text[:200]}"
-        if response.status_code == 401 and not self.token:
+        if code == "login-required":
             return f"not logged in to {self.base_url}: run `evalkit login`"
         return f"{message} [{code}]"
 

@@ -1,0 +1,221 @@
+"""Test fixtures: one PostgreSQL for the session, a fresh database per test cloned from a
+migrated template, the edge on a loopback port, and the real CLI run in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import itertools
+import os
+import socket
+import tempfile
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+from evalkit.config import Settings
+from evalkit.embedded import EmbeddedPostgres
+from evalkit.sql import migrate
+
+TEST_DATABASE_ENV = "EVALKIT_TEST_DATABASE_URL"
+TEMPLATE = "evalkit_template"
+ADMIN_PASSWORD = "admin-password-1"
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    """A PostgreSQL where tests may create databases: $EVALKIT_TEST_DATABASE_URL, else an
+    embedded cluster for this test session."""
+    external = os.environ.get(TEST_DATABASE_ENV)
+    if external:
+        yield external
+        return
+    # Not under pytest's basetemp: pytest prunes old basetemps, which would pull the data
+    # directory from under a cluster that a concurrent test session still uses.
+    cluster = EmbeddedPostgres(Path(tempfile.mkdtemp(prefix="evalkit-test-pg-")), cleanup="delete")
+    cluster.start()
+    try:
+        yield cluster.admin_url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def template_url(pg_admin_url: str) -> str:
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {TEMPLATE}")
+    url = with_database(pg_admin_url, TEMPLATE)
+    migrate.upgrade(url)
+    return url
+
+
+_db_counter = itertools.count()
+
+
+@pytest.fixture
+def new_database(pg_admin_url: str, template_url: str) -> Iterator[callable]:
+    """Factory: a new database, migrated (``template=True``) or empty."""
+    created: list[str] = []
+
+    def make(template: bool = True) -> str:
+        name = f"evalkit_test_{os.getpid()}_{next(_db_counter)}"
+        source = f" TEMPLATE {TEMPLATE}" if template else ""
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}{source}")
+        created.append(name)
+        return with_database(pg_admin_url, name)
+
+    yield make
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        for name in created:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def database_url(new_database: callable) -> str:
+    return new_database()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RunningServer:
+    url: str
+    db_url: str
+    settings: Settings
+    _loop: asyncio.AbstractEventLoop
+    _stop: asyncio.Event
+    _thread: threading.Thread
+    error: BaseException | None = None
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=30)
+        assert not self._thread.is_alive(), "the test server did not stop"
+
+
+def start_server(db_url: str, tmp_path: Path, *, worker: bool = False, **auth: object) -> RunningServer:
+    from evalkit import serve
+    from evalkit.auth.secrets import generate_key
+
+    settings = Settings(data_dir=str(tmp_path / "data"), encryption_key=generate_key())
+    settings.server.port = free_port()
+    for key, value in auth.items():
+        setattr(settings.auth, key, value)
+    started = threading.Event()
+    holder: dict[str, object] = {}
+
+    def main() -> None:
+        async def go() -> None:
+            holder["loop"] = asyncio.get_running_loop()
+            holder["stop"] = stop = asyncio.Event()
+            ready = asyncio.Event()
+            waiter = asyncio.create_task(ready.wait())
+            waiter.add_done_callback(lambda _: started.set())
+            await serve.run(settings, db_url, edge=True, worker=worker, stop=stop, announce=ready,
+                            env={"EVALKIT_ADMIN_PASSWORD": ADMIN_PASSWORD})
+
+        try:
+            asyncio.run(go())
+        except BaseException as exc:
+            holder["error"] = exc
+            started.set()
+
+    thread = threading.Thread(target=main, name="evalkit-test-server", daemon=True)
+    thread.start()
+    assert started.wait(30), "the test server did not start"
+    if "error" in holder:
+        raise holder["error"]  # type: ignore[misc]
+    url = f"http://127.0.0.1:{settings.server.port}"
+    return RunningServer(url, db_url, settings, holder["loop"], holder["stop"], thread)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def server(database_url: str, tmp_path: Path) -> Iterator[RunningServer]:
+    running = start_server(database_url, tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> object:
+        import json
+
+        return json.loads(self.out)
+
+
+class Cli:
+    """Runs ``evalkit`` in-process as a user would type it; ``token`` picks who is logged in."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        self.capsys = capsys
+        self.monkeypatch = monkeypatch
+
+    def __call__(self, *args: str, stdin: str = "", token: str | None = None) -> CliResult:
+        from evalkit.cli.app import run
+
+        self.capsys.readouterr()
+        if token is not None:
+            self.monkeypatch.setenv("EVALKIT_TOKEN", token)
+        self.monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        try:
+            code = run(list(args))
+        finally:
+            if token is not None:
+                self.monkeypatch.delenv("EVALKIT_TOKEN")
+        captured = self.capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+
+@pytest.fixture
+def cli(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Cli:
+    monkeypatch.setenv("EVALKIT_CLI_CONFIG_DIR", str(tmp_path / "cli-config"))
+    for name in ("EVALKIT_TOKEN", "EVALKIT_SERVER_URL", "EVALKIT_PASSWORD", "EVALKIT_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    return Cli(capsys, monkeypatch)
+
+
+@pytest.fixture
+def api_login(server: RunningServer) -> callable:
+    """Factory: a bearer token for a username and password, through the real login route."""
+    import httpx
+
+    def login(username: str, password: str) -> str:
+        response = httpx.post(
+            f"{server.url}/api/auth/login", json={"username": username, "password": password}
+        )
+        assert response.status_code == 200, response.text
+        return response.json()["token"]
+
+    return login
+
+
+@pytest.fixture
+def admin_token(api_login: callable) -> str:
+    return api_login("admin", ADMIN_PASSWORD)
