@@ -73,13 +73,18 @@ def _refuse(rule: str, detail: str) -> Forbidden:
     return Forbidden(rule, f"{detail} ({RULES[rule]})")
 
 
-def require_user(actor: Actor) -> None:
-    """A logged-in person; agent tokens are refused outside the collector."""
+def require_authenticated(actor: Actor) -> None:
+    """Any credential at all: every route but the public ones needs one."""
     if actor.is_anonymous:
         raise Unauthorized(
             "not logged in: run `evalkit login` or send an Authorization: Bearer token",
             code="login-required",
         )
+
+
+def require_user(actor: Actor) -> None:
+    """A logged-in person; agent tokens are refused outside the collector."""
+    require_authenticated(actor)
     if actor.user_id is None:
         raise _refuse("agent-token-scope", "this route needs a user login, not an agent token")
 

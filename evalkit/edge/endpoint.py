@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS, Actor
 from evalkit.db import Database
 from evalkit.errors import ApiError, BadRequest, EvalkitError, TooLarge, Unauthorized
@@ -28,9 +29,15 @@ class Call:
     request: Request
     actor: Actor
     db: Database
-    body: Any = None
+    body_type: type | None = None
     token_id: int | None = None
     token_expires_at: Any = None
+
+    async def payload(self) -> Any:
+        """The request body decoded into the endpoint's declared type. Handlers call it after
+        their access check, so a refused caller learns nothing about body validation."""
+        assert self.body_type is not None, "this endpoint declares no body"
+        return await read_body(self.request, self.body_type)
 
     @property
     def settings(self) -> Any:
@@ -65,11 +72,10 @@ class Endpoint:
     async def _serve(self, request: Request) -> Response:
         try:
             db: Database = request.app.state.db
-            call = Call(request=request, actor=ANONYMOUS, db=db)
+            call = Call(request=request, actor=ANONYMOUS, db=db, body_type=self.body)
             if not self.public:
                 await authenticate(call)
-            if self.body is not None:
-                call.body = await read_body(request, self.body)
+                access.require_authenticated(call.actor)
             result = await self.handler(call)
             return json_response(result, self.status)
         except ApiError as exc:

@@ -9,7 +9,7 @@ from evalkit.store import accounts, workspaces
 
 
 async def login(call: Call) -> api.Session:
-    body: api.LoginRequest = call.body
+    body: api.LoginRequest = await call.payload()
     async with call.db.connection() as conn:
         return await accounts.login(
             conn, body.username, body.password, call.settings.auth.token_ttl_hours
@@ -39,7 +39,7 @@ async def whoami(call: Call) -> api.WhoAmI:
 
 async def users_create(call: Call) -> api.UserCreated:
     access.require_admin(call.actor, "add users")
-    body: api.UserCreate = call.body
+    body: api.UserCreate = await call.payload()
     async with call.db.transaction() as conn:
         return await accounts.create_user(conn, body.username, body.password, is_admin=body.is_admin)
 

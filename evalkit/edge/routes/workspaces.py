@@ -23,7 +23,7 @@ async def workspaces_show(call: Call) -> api.Workspace:
 
 async def workspaces_create(call: Call) -> api.Workspace:
     access.require_admin(call.actor, "create shared workspaces")
-    body: api.WorkspaceCreate = call.body
+    body: api.WorkspaceCreate = await call.payload()
     async with call.db.transaction() as conn:
         return await workspaces.create_shared_workspace(conn, call.actor, body.name)
 
@@ -36,7 +36,7 @@ async def members_list(call: Call) -> list[api.Member]:
 
 async def members_add(call: Call) -> api.MemberAdded:
     access.require_admin(call.actor, "manage workspace members")
-    body: api.MemberAdd = call.body
+    body: api.MemberAdd = await call.payload()
     async with call.db.transaction() as conn:
         return await workspaces.add_member(
             conn, call.actor, call.param("workspace"), body.username, body.role
@@ -53,7 +53,7 @@ async def members_remove(call: Call) -> None:
 
 async def promotion_set(call: Call) -> api.Promotion:
     access.require_admin(call.actor, "link workspaces for promotion")
-    body: api.PromotionSet = call.body
+    body: api.PromotionSet = await call.payload()
     async with call.db.transaction() as conn:
         return await workspaces.set_promotion(conn, call.actor, call.param("workspace"), body.target)
 

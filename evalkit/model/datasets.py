@@ -1,0 +1,198 @@
+"""Wire objects for datasets, cases, case versions, review, fixtures and sync."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from evalkit.model.api import Input, Output
+
+Sha256 = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+ReviewState = Literal["pending", "approved", "rejected"]
+EventKind = Literal[
+    "add", "change", "remove", "restore", "approve", "reject", "comment", "promotion"
+]
+
+
+class DatasetCreate(Input):
+    name: str
+
+
+class ReviewCounts(Output):
+    pending: int = 0
+    approved: int = 0
+    rejected: int = 0
+    removed: int = 0
+    """Soft-removed cases (their versions stay; they are not in the counts above)."""
+
+
+class LastSync(Output):
+    at: datetime
+    branch: str | None
+    sha: str | None
+    actor: str | None
+
+
+class Dataset(Output):
+    name: str
+    workspace: str
+    created_at: datetime
+    cases: int
+    """Cases that are not removed."""
+    review: ReviewCounts
+    last_sync: LastSync | None = None
+
+
+class FixturePin(Input):
+    """A fixture a case version attaches: the bytes (by sha256) and the text sent with them."""
+
+    sha256: Sha256
+    size: Annotated[int, msgspec.Meta(ge=0)]
+    context: str | None = None
+
+
+class SyncCase(Input):
+    id: str
+    source: str | None = None
+    """The case file, relative to the suite directory."""
+    content: dict[str, Any]
+    """The case file's mapping without ``id``, as JSON."""
+    fixtures: dict[str, FixturePin] = {}
+    """Fixture key -> pin, for every key under ``input.files``."""
+
+
+class SyncRequest(Input):
+    cases: list[SyncCase]
+    branch: str | None = None
+    sha: str | None = None
+    actor: str | None = None
+    """Record this user in the changelog instead of the caller (admins only)."""
+
+
+class SyncResult(Output):
+    dataset: str
+    workspace: str
+    created: bool
+    """Whether this sync created the dataset."""
+    added: list[str]
+    changed: list[str]
+    restored: list[str]
+    removed: list[str]
+    unchanged: int
+    branch: str | None
+    sha: str | None
+    actor: str
+    unknown_custom_evaluators: list[str] = []
+    """Custom evaluator names the workspace has no remote evaluator for."""
+
+
+class FixtureQuery(Input):
+    sha256: list[Sha256]
+
+
+class FixtureMissing(Output):
+    missing: list[str]
+    """The asked-for sha256 values whose bytes the server does not hold: upload these."""
+
+
+class Fixture(Output):
+    sha256: str
+    size: int
+    stored: bool
+    """False when the server already held these bytes (nothing was written)."""
+
+
+class LintQuery(Input):
+    dataset: str | None = None
+    """The dataset the suite syncs into; its own cases do not clash with themselves."""
+    case_ids: list[str] = []
+    overlay_targets: list[str] = []
+    custom_evaluators: list[str] = []
+
+
+class LintAnswer(Output):
+    taken: dict[str, str]
+    """Case id -> the other dataset of the workspace that already has it."""
+    missing_targets: list[str]
+    """Overlay targets that are no (live) case of another dataset of the workspace."""
+    unknown_custom_evaluators: list[str]
+
+
+class CaseSummary(Output):
+    id: str
+    dataset: str
+    version: int
+    review_state: ReviewState
+    removed: bool
+    overlay_target: str | None
+    source: str | None
+    updated_at: datetime
+
+
+class CaseVersion(Output):
+    version: int
+    content_hash: str
+    fixtures: dict[str, Any]
+    review_state: ReviewState
+    removed: bool
+    overlay_target: str | None
+    source: str | None
+    created_at: datetime
+    created_by: str | None
+    promoted_from: str | None
+    """``case@workspace v<N>`` this version was promoted from."""
+
+
+class CaseEvent(Output):
+    kind: EventKind
+    version: int | None
+    actor: str | None
+    comment: str | None
+    branch: str | None
+    sha: str | None
+    at: datetime
+
+
+class CaseDetail(Output):
+    id: str
+    dataset: str
+    workspace: str
+    content: dict[str, Any]
+    """The current version's content."""
+    versions: list[CaseVersion]
+    """Newest first."""
+    events: list[CaseEvent]
+    """Oldest first."""
+
+
+class ReviewRequest(Input):
+    comment: str | None = None
+    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    """Which version to decide on; default: the current one."""
+
+
+class CommentRequest(Input):
+    text: Annotated[str, msgspec.Meta(min_length=1, max_length=10000)]
+
+
+class Promoted(Output):
+    case: str
+    dataset: str
+    workspace: str
+    version: int
+
+
+class ReviewResult(Output):
+    case: str
+    workspace: str
+    version: int
+    review_state: ReviewState
+    promoted: list[Promoted] = []
+    """Versions added to the promotion target (the case and its overlays)."""
+
+
+class Commented(Output):
+    case: str
+    workspace: str

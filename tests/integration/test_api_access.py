@@ -1,0 +1,126 @@
+"""Walks every route of the app (from the router, so a new route cannot escape) and checks
+what anonymous callers, plain users and admins get."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from evalkit.edge.routes import ENDPOINTS
+
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/api/cli"),
+          ("GET", "/api/openapi.json"), ("POST", "/api/auth/login")}
+ADMIN_ONLY = {("POST", "/api/users"), ("POST", "/api/users/{username}/disable"),
+              ("POST", "/api/workspaces"), ("POST", "/api/workspaces/{workspace}/members"),
+              ("DELETE", "/api/workspaces/{workspace}/members/{username}"),
+              ("PUT", "/api/workspaces/{workspace}/promotion")}
+
+
+def concrete(path: str) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: {"workspace": "dev", "username": "alice"}[m[1]], path)
+
+
+def app_routes(server) -> list[tuple[str, str]]:
+    from evalkit.edge.app import create_app
+
+    app = create_app(server.settings, None, manage_pool=False)  # type: ignore[arg-type]
+    found = []
+    for route in app.routes:
+        for method in sorted(route.methods - {"HEAD"}):
+            found.append((method, route.path))
+    return found
+
+
+def test_public_routes_are_exactly_the_declared_ones(server):
+    routes = app_routes(server)
+    assert {(e.method, e.path) for e in ENDPOINTS if e.public} == PUBLIC
+    assert set(routes) == {(e.method, e.path) for e in ENDPOINTS}
+
+
+@pytest.mark.parametrize(("method", "path"), [(e.method, e.path) for e in ENDPOINTS if not e.public])
+def test_anonymous_gets_401(server, method, path):
+    r = httpx.request(method, server.url + concrete(path), json={})
+    assert r.status_code == 401, r.text
+    assert r.json()["error"]["code"] == "login-required"
+    assert r.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize(("method", "path"), [(e.method, e.path) for e in ENDPOINTS if not e.public])
+def test_garbage_token_gets_401(server, method, path):
+    r = httpx.request(method, server.url + concrete(path), json={},
+                      headers={"Authorization": "Bearer ekl_not-a-real-token"})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "bad-token"
+
+
+@pytest.fixture
+def user_token(server, admin_token, api_login):
+    auth = {"Authorization": f"Bearer {admin_token}"}
+    httpx.post(f"{server.url}/api/users", json={"username": "alice", "password": "alice-pass"},
+               headers=auth).raise_for_status()
+    httpx.post(f"{server.url}/api/workspaces", json={"name": "dev"}, headers=auth).raise_for_status()
+    return api_login("alice", "alice-pass")
+
+
+BODIES = {"/api/users": {"username": "zed"}, "/api/workspaces": {"name": "qa"},
+          "/api/workspaces/{workspace}/members": {"username": "alice", "role": "writer"},
+          "/api/workspaces/{workspace}/promotion": {"target": "alice"}}
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(ADMIN_ONLY))
+def test_admin_routes_refuse_users_with_the_rule(server, user_token, method, path):
+    r = httpx.request(method, server.url + concrete(path), json=BODIES.get(path, {}),
+                      headers={"Authorization": f"Bearer {user_token}"})
+    assert r.status_code == 403, r.text
+    error = r.json()["error"]
+    assert error["code"] == "admin-only"
+    assert error["message"].startswith("alice is not an admin")
+
+
+def test_every_non_public_route_is_classified(server):
+    """A new route must be added to this test's classification (and so get checked)."""
+    declared = {(e.method, e.path) for e in ENDPOINTS}
+    reads = {("GET", p) for _, p in declared} & declared
+    unclassified = declared - PUBLIC - ADMIN_ONLY - reads - {("POST", "/api/auth/logout")}
+    assert not unclassified, f"classify these routes in test_api_access.py: {unclassified}"
+
+
+@pytest.mark.parametrize("path", sorted({e.path for e in ENDPOINTS if e.method == "GET" and not e.public}))
+def test_reads_open_to_any_user(server, user_token, path):
+    r = httpx.get(server.url + concrete(path), headers={"Authorization": f"Bearer {user_token}"})
+    assert r.status_code == 200, r.text
+
+
+def test_malformed_bodies_are_400_naming_the_field(server, admin_token):
+    auth = {"Authorization": f"Bearer {admin_token}"}
+    cases = [
+        (b"{not json", "not valid JSON"),
+        (b'{"username": 5}', "Expected `str`, got `int` - at `$.username`"),
+        (b'{"username": "x", "colour": "red"}', "unknown field `colour`"),
+        (b"[]", "Expected `object`, got `array`"),
+        (b"", "needs a JSON body"),
+    ]
+    for body, expected in cases:
+        r = httpx.post(f"{server.url}/api/users", content=body, headers=auth)
+        assert r.status_code == 400, (body, r.text)
+        assert expected in r.json()["error"]["message"], (body, r.text)
+
+
+def test_oversized_body_is_413(server, admin_token):
+    big = b'{"username": "' + b"a" * (9 * 2**20) + b'"}'
+    r = httpx.post(f"{server.url}/api/users", content=big,
+                   headers={"Authorization": f"Bearer {admin_token}"})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "too-large"
+
+
+def test_unknown_route_and_method(server):
+    assert httpx.get(f"{server.url}/api/nope").json()["error"]["code"] == "no-such-route"
+    r = httpx.delete(f"{server.url}/healthz")
+    assert r.status_code == 405
+
+
+def test_security_headers(server):
+    r = httpx.get(f"{server.url}/healthz")
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert r.headers["x-frame-options"] == "DENY"
