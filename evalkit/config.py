@@ -76,6 +76,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     data_dir: str | None = None
     blob_url: str | None = None
     """file:///path or gs://bucket/prefix; default: file://<data_dir>/blobs."""
+    max_fixture_bytes: int = 50 * 2**20
+    """The largest fixture file the server accepts (413 above it)."""
     encryption_key: str | None = None
     """32 random bytes, base64; encrypts agent, evaluator and provider keys at rest."""
     database: DatabaseSettings = msgspec.field(default_factory=DatabaseSettings)

@@ -6,6 +6,7 @@ Credentials come from the environment (Application Default Credentials). With
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 from pathlib import Path
@@ -53,7 +54,5 @@ class GcsBlobStore:
     def delete(self, key: str) -> None:
         from google.api_core.exceptions import NotFound
 
-        try:
+        with contextlib.suppress(NotFound):
             self.bucket.blob(self._name(key)).delete()
-        except NotFound:
-            pass

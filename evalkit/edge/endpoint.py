@@ -30,6 +30,7 @@ class Call:
     actor: Actor
     db: Database
     body_type: type | None = None
+    body_limit: int = MAX_JSON_BODY
     token_id: int | None = None
     token_expires_at: Any = None
 
@@ -37,7 +38,7 @@ class Call:
         """The request body decoded into the endpoint's declared type. Handlers call it after
         their access check, so a refused caller learns nothing about body validation."""
         assert self.body_type is not None, "this endpoint declares no body"
-        return await read_body(self.request, self.body_type)
+        return await read_body(self.request, self.body_type, self.body_limit)
 
     @property
     def settings(self) -> Any:
@@ -62,6 +63,8 @@ class Endpoint:
     public: bool = False
     """Public endpoints skip authentication entirely (health, login, server info)."""
     tags: list[str] = field(default_factory=list)
+    max_body: int = MAX_JSON_BODY
+    """The largest JSON body this endpoint reads (413 above it)."""
 
     def route(self) -> Route:
         async def endpoint(request: Request) -> Response:
@@ -72,7 +75,8 @@ class Endpoint:
     async def _serve(self, request: Request) -> Response:
         try:
             db: Database = request.app.state.db
-            call = Call(request=request, actor=ANONYMOUS, db=db, body_type=self.body)
+            call = Call(request=request, actor=ANONYMOUS, db=db, body_type=self.body,
+                        body_limit=self.max_body)
             if not self.public:
                 await authenticate(call)
                 access.require_authenticated(call.actor)
@@ -101,13 +105,13 @@ async def authenticate(call: Call) -> None:
     call.token_expires_at = resolved.expires_at
 
 
-async def read_body(request: Request, struct: type) -> Any:
+async def read_body(request: Request, struct: type, limit: int = MAX_JSON_BODY) -> Any:
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_JSON_BODY:
-            raise TooLarge(f"the request body is over {MAX_JSON_BODY} bytes; send less")
+        if size > limit:
+            raise TooLarge(f"the request body is over {limit} bytes; send less")
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw:

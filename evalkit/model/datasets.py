@@ -55,11 +55,11 @@ class FixturePin(Input):
 
 class SyncCase(Input):
     id: str
-    source: str | None = None
-    """The case file, relative to the suite directory."""
     content: dict[str, Any]
     """The case file's mapping without ``id``, as JSON."""
-    fixtures: dict[str, FixturePin] = {}
+    source: str | None = None
+    """The case file, relative to the suite directory."""
+    fixtures: dict[str, FixturePin] = msgspec.field(default_factory=dict)
     """Fixture key -> pin, for every key under ``input.files``."""
 
 
@@ -84,7 +84,7 @@ class SyncResult(Output):
     branch: str | None
     sha: str | None
     actor: str
-    unknown_custom_evaluators: list[str] = []
+    unknown_custom_evaluators: list[str] = msgspec.field(default_factory=list)
     """Custom evaluator names the workspace has no remote evaluator for."""
 
 
@@ -107,9 +107,9 @@ class Fixture(Output):
 class LintQuery(Input):
     dataset: str | None = None
     """The dataset the suite syncs into; its own cases do not clash with themselves."""
-    case_ids: list[str] = []
-    overlay_targets: list[str] = []
-    custom_evaluators: list[str] = []
+    case_ids: list[str] = msgspec.field(default_factory=list)
+    overlay_targets: list[str] = msgspec.field(default_factory=list)
+    custom_evaluators: list[str] = msgspec.field(default_factory=list)
 
 
 class LintAnswer(Output):
@@ -189,7 +189,7 @@ class ReviewResult(Output):
     workspace: str
     version: int
     review_state: ReviewState
-    promoted: list[Promoted] = []
+    promoted: list[Promoted] = msgspec.field(default_factory=list)
     """Versions added to the promotion target (the case and its overlays)."""
 
 

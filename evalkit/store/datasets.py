@@ -1,0 +1,380 @@
+"""Datasets, fixtures and sync: the one place that turns a suite into case versions."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+from evalkit.auth.access import Actor
+from evalkit.cases.model import CASE_ID_RE, CASE_ID_RULE, canonical_json, content_hash
+from evalkit.db import Conn
+from evalkit.errors import BadRequest, Conflict, NotFound
+from evalkit.model import datasets as wire
+from evalkit.model.names import check_name
+from evalkit.store.workspaces import WorkspaceRow
+
+_json = msgspec.json.Encoder()
+
+
+def version_hash(content_sha: str, fixtures: dict[str, Any]) -> str:
+    """What makes two case versions the same: the content and the pinned fixture bytes and
+    context (the content names fixture keys, not bytes, so a changed file is a new version)."""
+    pins = {
+        key: {"sha256": pin["sha256"], "context": pin.get("context")}
+        for key, pin in fixtures.items()
+    }
+    return hashlib.sha256(canonical_json({"content": content_sha, "fixtures": pins})).hexdigest()
+
+
+def _dataset_from_row(row: dict[str, Any]) -> wire.Dataset:
+    last = None
+    if row["last_sync_at"] is not None:
+        last = wire.LastSync(
+            at=row["last_sync_at"],
+            branch=row["last_sync_branch"],
+            sha=row["last_sync_sha"],
+            actor=row["last_sync_actor"],
+        )
+    return wire.Dataset(
+        name=row["name"],
+        workspace=row["workspace"],
+        created_at=row["created_at"],
+        cases=row["cases"],
+        review=wire.ReviewCounts(
+            pending=row["pending"],
+            approved=row["approved"],
+            rejected=row["rejected"],
+            removed=row["removed"],
+        ),
+        last_sync=last,
+    )
+
+
+def _no_dataset(ws: WorkspaceRow, name: str) -> NotFound:
+    return NotFound(
+        f"no dataset {name}@{ws.facts.name}: sync a suite named {name} into @{ws.facts.name}, "
+        f"or create it with `evalkit datasets create {name}@{ws.facts.name}`",
+        code="no-such-dataset",
+    )
+
+
+async def create_dataset(conn: Conn, actor: Actor, ws: WorkspaceRow, name: str) -> wire.Dataset:
+    check_name("dataset", name)
+    row = await conn.one("dataset_insert", workspace_id=ws.id, name=name, actor_id=actor.user_id)
+    if row is None:
+        raise Conflict(f"dataset {name}@{ws.facts.name} already exists", code="dataset-exists")
+    return await get_dataset(conn, ws, name)
+
+
+async def get_dataset(conn: Conn, ws: WorkspaceRow, name: str) -> wire.Dataset:
+    rows = await conn.all("dataset_list", workspace_id=ws.id, name=name)
+    if not rows:
+        raise _no_dataset(ws, name)
+    return _dataset_from_row(rows[0])
+
+
+async def dataset_id(conn: Conn, ws: WorkspaceRow, name: str) -> int:
+    row = await conn.one("dataset_get_id", workspace_id=ws.id, name=name)
+    if row is None:
+        raise _no_dataset(ws, name)
+    return int(row["id"])
+
+
+async def list_datasets(conn: Conn, ws: WorkspaceRow | None) -> list[wire.Dataset]:
+    rows = await conn.all("dataset_list", workspace_id=ws.id if ws else None, name=None)
+    return [_dataset_from_row(row) for row in rows]
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+async def missing_fixtures(conn: Conn, sha256s: list[str]) -> list[str]:
+    known = {r["sha256"] for r in await conn.all("fixture_list_known", sha256s=sha256s)}
+    return sorted(set(sha256s) - known)
+
+
+async def record_fixture(conn: Conn, actor: Actor, sha256: str, size: int, blob_key: str) -> bool:
+    """Record stored bytes; False when the server knew them already."""
+    row = await conn.one(
+        "fixture_insert", sha256=sha256, size=size, blob_key=blob_key, actor_id=actor.user_id
+    )
+    return row is not None
+
+
+# --------------------------------------------------------------------------- lint
+
+
+async def known_custom_evaluators(conn: Conn, ws: WorkspaceRow, names: list[str]) -> set[str]:
+    """The given custom evaluator names the workspace has a remote evaluator for.
+
+    There are no remote evaluators yet, so no name is known; once the ``evaluators`` table
+    exists this selects ``name = ANY(names)`` of the workspace.
+    """
+    return set()
+
+
+async def lint_check(conn: Conn, ws: WorkspaceRow, query: wire.LintQuery) -> wire.LintAnswer:
+    own_id: int | None = None
+    if query.dataset is not None:
+        row = await conn.one("dataset_get_id", workspace_id=ws.id, name=query.dataset)
+        own_id = row["id"] if row else None
+    taken: dict[str, str] = {}
+    missing: list[str] = []
+    if query.dataset is not None:
+        rows = await conn.all(
+            "case_list_taken",
+            workspace_id=ws.id,
+            case_ids=query.case_ids,
+            dataset_id=own_id if own_id is not None else -1,
+        )
+        taken = {r["case_id"]: r["dataset"] for r in rows}
+        live = await conn.all(
+            "case_list_live_targets",
+            workspace_id=ws.id,
+            case_ids=query.overlay_targets,
+            dataset_id=own_id if own_id is not None else -1,
+        )
+        found = {r["case_id"] for r in live}
+        missing = sorted(set(query.overlay_targets) - found)
+    known = await known_custom_evaluators(conn, ws, query.custom_evaluators)
+    unknown = sorted(set(query.custom_evaluators) - known)
+    return wire.LintAnswer(taken=taken, missing_targets=missing, unknown_custom_evaluators=unknown)
+
+
+# --------------------------------------------------------------------------- sync
+
+
+def _check_cases(cases: list[wire.SyncCase]) -> list[dict[str, Any]]:
+    """Validate the cases of a sync request and compute their hashes."""
+    seen: set[str] = set()
+    prepared: list[dict[str, Any]] = []
+    for case in cases:
+        if not CASE_ID_RE.match(case.id):
+            raise BadRequest(
+                f"case id {case.id!r} is not valid: use {CASE_ID_RULE}", code="bad-case-id"
+            )
+        if case.id in seen:
+            raise BadRequest(
+                f"case id {case.id!r} appears twice in this sync", code="duplicate-case-id"
+            )
+        seen.add(case.id)
+        overlay = case.content.get("overlay")
+        if overlay is not None and not isinstance(overlay, str):
+            raise BadRequest(f"case {case.id}: `overlay` must be a case id", code="bad-case")
+        if overlay == case.id:
+            raise BadRequest(f"case {case.id} is an overlay on itself", code="bad-case")
+        inputs = case.content.get("input")
+        files = inputs.get("files") if isinstance(inputs, dict) else None
+        keys = {str(k) for k in files} if isinstance(files, list) else set()
+        if keys != set(case.fixtures):
+            raise BadRequest(
+                f"case {case.id}: `fixtures` must pin exactly the keys under input.files "
+                f"({sorted(keys)}), got {sorted(case.fixtures)}",
+                code="bad-case",
+            )
+        fixtures = {key: msgspec.structs.asdict(pin) for key, pin in sorted(case.fixtures.items())}
+        chash = content_hash(case.content)
+        prepared.append(
+            {
+                "id": case.id,
+                "source": case.source,
+                "content": case.content,
+                "content_hash": chash,
+                "fixtures": fixtures,
+                "overlay_target": overlay,
+                "version_hash": version_hash(chash, fixtures),
+            }
+        )
+    return prepared
+
+
+async def _sync_actor(conn: Conn, actor: Actor, as_user: str | None) -> tuple[int, str]:
+    if as_user is None or as_user == actor.username:
+        assert actor.user_id is not None and actor.username is not None
+        return actor.user_id, actor.username
+    from evalkit.store.accounts import get_user
+
+    user = await get_user(conn, as_user)
+    return int(user["id"]), str(user["username"])
+
+
+async def sync_dataset(
+    conn: Conn, actor: Actor, ws: WorkspaceRow, name: str, request: wire.SyncRequest
+) -> wire.SyncResult:
+    """Apply a suite to a dataset; the caller holds one transaction around it."""
+    check_name("dataset", name)
+    cases = _check_cases(request.cases)
+    actor_id, actor_name = await _sync_actor(conn, actor, request.actor)
+
+    created = (
+        await conn.one("dataset_insert", workspace_id=ws.id, name=name, actor_id=actor_id)
+        is not None
+    )
+    locked = await conn.one("dataset_lock", workspace_id=ws.id, name=name)
+    assert locked is not None
+    ds_id = int(locked["id"])
+
+    shas = sorted({pin["sha256"] for c in cases for pin in c["fixtures"].values()})
+    if shas:
+        missing = await missing_fixtures(conn, shas)
+        if missing:
+            raise BadRequest(
+                f"{len(missing)} fixture(s) are not on the server (first {missing[0]}): "
+                "upload their bytes before the sync (`evalkit sync` does this)",
+                code="fixture-missing",
+            )
+    ids = [c["id"] for c in cases]
+    taken = await conn.all("case_list_taken", workspace_id=ws.id, case_ids=ids, dataset_id=ds_id)
+    if taken:
+        first = sorted(taken, key=lambda r: r["case_id"])
+        listed = ", ".join(f"{r['case_id']} (in {r['dataset']})" for r in first[:5])
+        raise Conflict(
+            f"case ids are unique within @{ws.facts.name}, and {len(taken)} of this suite's "
+            f"are used by another dataset: {listed}; rename those cases",
+            code="case-id-taken",
+        )
+    targets = sorted({c["overlay_target"] for c in cases if c["overlay_target"]})
+    if targets:
+        live = await conn.all(
+            "case_list_live_targets", workspace_id=ws.id, case_ids=targets, dataset_id=ds_id
+        )
+        missing_targets = sorted(set(targets) - {r["case_id"] for r in live})
+        if missing_targets:
+            users = [c["id"] for c in cases if c["overlay_target"] in missing_targets]
+            raise BadRequest(
+                f"overlay target(s) {', '.join(missing_targets)} are not cases of another "
+                f"dataset of @{ws.facts.name} (used by {', '.join(users[:5])}): sync the "
+                "target's dataset first, or fix `overlay:`",
+                code="overlay-target-missing",
+            )
+
+    current = {
+        r["case_id"]: r for r in await conn.all("case_list_current_for_sync", dataset_id=ds_id)
+    }
+    new_ids: list[str] = []
+    versions: list[tuple[str, dict[str, Any], int | None, int]] = []  # kind, case, pk, version
+    restore_only: list[dict[str, Any]] = []
+    unchanged = 0
+    added: list[str] = []
+    changed: list[str] = []
+    restored: list[str] = []
+    for case in cases:
+        cur = current.get(case["id"])
+        if cur is None:
+            new_ids.append(case["id"])
+            added.append(case["id"])
+        elif cur["version_hash"] != case["version_hash"]:
+            kind = "restore" if cur["removed"] else "change"
+            versions.append((kind, case, cur["case_pk"], cur["version"] + 1))
+            (restored if cur["removed"] else changed).append(case["id"])
+        elif cur["removed"]:
+            restore_only.append(cur)
+            restored.append(case["id"])
+        else:
+            unchanged += 1
+    incoming = set(ids)
+    removed_rows = [
+        r for cid, r in sorted(current.items()) if cid not in incoming and not r["removed"]
+    ]
+
+    if new_ids:
+        rows = await conn.all(
+            "case_insert_many",
+            workspace_id=ws.id,
+            dataset_id=ds_id,
+            case_ids=_json.encode(new_ids).decode(),
+        )
+        pks = {r["case_id"]: r["case_pk"] for r in rows}
+        by_id = {c["id"]: c for c in cases}
+        versions.extend(("add", by_id[cid], pks[cid], 1) for cid in new_ids)
+    events: list[dict[str, Any]] = []
+    if versions:
+        rows = [
+            {
+                "case_pk": pk,
+                "version": number,
+                "content": case["content"],
+                "content_hash": case["content_hash"],
+                "fixtures": case["fixtures"],
+                "version_hash": case["version_hash"],
+                "overlay_target": case["overlay_target"],
+                "source": case["source"],
+                "review_state": "pending",
+                "promoted_from": None,
+            }
+            for _, case, pk, number in versions
+        ]
+        inserted = await conn.all(
+            "case_version_insert_many", actor_id=actor_id, rows=_json.encode(rows).decode()
+        )
+        version_ids = {(r["case_pk"], r["version"]): r["version_id"] for r in inserted}
+        events.extend(
+            {"case_pk": pk, "version_id": version_ids[(pk, number)], "kind": kind, "comment": None}
+            for kind, _, pk, number in versions
+        )
+    if restore_only:
+        await conn.execute(
+            "case_version_set_removed_many",
+            removed=False,
+            version_ids=[r["version_id"] for r in restore_only],
+        )
+        events.extend(
+            {
+                "case_pk": r["case_pk"],
+                "version_id": r["version_id"],
+                "kind": "restore",
+                "comment": None,
+            }
+            for r in restore_only
+        )
+    if removed_rows:
+        await conn.execute(
+            "case_version_set_removed_many",
+            removed=True,
+            version_ids=[r["version_id"] for r in removed_rows],
+        )
+        events.extend(
+            {
+                "case_pk": r["case_pk"],
+                "version_id": r["version_id"],
+                "kind": "remove",
+                "comment": None,
+            }
+            for r in removed_rows
+        )
+    if events:
+        await conn.execute(
+            "case_event_insert_many",
+            actor_id=actor_id,
+            branch=request.branch,
+            sha=request.sha,
+            rows=_json.encode(events).decode(),
+        )
+    await conn.execute(
+        "dataset_set_last_sync", id=ds_id, branch=request.branch, sha=request.sha, actor_id=actor_id
+    )
+
+    custom = sorted({name for c in cases for name in _custom_names(c["content"])})
+    known = await known_custom_evaluators(conn, ws, custom)
+    return wire.SyncResult(
+        dataset=name,
+        workspace=ws.facts.name,
+        created=created,
+        added=sorted(added),
+        changed=sorted(changed),
+        restored=sorted(restored),
+        removed=[r["case_id"] for r in removed_rows],
+        unchanged=unchanged,
+        branch=request.branch,
+        sha=request.sha,
+        actor=actor_name,
+        unknown_custom_evaluators=[n for n in custom if n not in known],
+    )
+
+
+def _custom_names(content: dict[str, Any]) -> list[str]:
+    evaluators = content.get("evaluators")
+    custom = evaluators.get("custom") if isinstance(evaluators, dict) else None
+    return [str(name) for name in custom] if isinstance(custom, dict) else []
