@@ -115,9 +115,9 @@ def check_port_free(host: str, port: int) -> None:
 
 
 async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> None:
-    from evalkit.jobs.app import bound_app
+    from evalkit.jobs.app import bind
 
-    jobs = bound_app(db_url, max_size=settings.worker.concurrency + 2)
+    jobs = bind(db_url, max_size=settings.worker.concurrency + 2)
     async with jobs.open_async():
         worker = asyncio.create_task(
             jobs.run_worker_async(
