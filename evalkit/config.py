@@ -150,7 +150,9 @@ def _refuse_retired_keys(raw: dict[str, Any], source: str) -> None:
             raise ConfigError(f"{source}: {message}")
 
 
-def _leaf_paths(struct: type[msgspec.Struct], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+def _leaf_paths(
+    struct: type[msgspec.Struct], prefix: tuple[str, ...] = ()
+) -> list[tuple[str, ...]]:
     paths: list[tuple[str, ...]] = []
     for field in msgspec.structs.fields(struct):
         sub = _struct_in(field.type)

@@ -47,7 +47,9 @@ class Conn:
             return cur.rowcount
 
     @asynccontextmanager
-    async def _run(self, name: str, params: dict[str, Any]) -> AsyncIterator[psycopg.AsyncCursor[Row]]:
+    async def _run(
+        self, name: str, params: dict[str, Any]
+    ) -> AsyncIterator[psycopg.AsyncCursor[Row]]:
         try:
             async with self.raw.cursor() as cur:
                 await cur.execute(queries[name], params)

@@ -1,15 +1,15 @@
 """evalkit's exceptions.
 
-    EvalkitError                  anything evalkit raises on purpose; has a one-line message
-    ├── ConfigError               config.yaml or environment is wrong
-    ├── DatabaseError             the database is unreachable or not at the migration head
-    └── ApiError                  a refusal the HTTP edge turns into a status code
-        ├── BadRequest            400: the request body or parameters break a rule
-        ├── Unauthorized          401: no valid login
-        ├── Forbidden             403: an access rule refused (``rule`` names it)
-        ├── NotFound              404: the named thing does not exist
-        ├── Conflict              409: the thing exists already or clashes with another
-        └── TooLarge              413: the request body is over its size limit
+EvalkitError                  anything evalkit raises on purpose; has a one-line message
+├── ConfigError               config.yaml or environment is wrong
+├── DatabaseError             the database is unreachable or not at the migration head
+└── ApiError                  a refusal the HTTP edge turns into a status code
+    ├── BadRequest            400: the request body or parameters break a rule
+    ├── Unauthorized          401: no valid login
+    ├── Forbidden             403: an access rule refused (``rule`` names it)
+    ├── NotFound              404: the named thing does not exist
+    ├── Conflict              409: the thing exists already or clashes with another
+    └── TooLarge              413: the request body is over its size limit
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import io
 import itertools
 import os
 import socket
-import tempfile
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -110,7 +110,9 @@ class RunningServer:
         assert not self._thread.is_alive(), "the test server did not stop"
 
 
-def start_server(db_url: str, tmp_path: Path, *, worker: bool = False, **auth: object) -> RunningServer:
+def start_server(
+    db_url: str, tmp_path: Path, *, worker: bool = False, **auth: object
+) -> RunningServer:
     from evalkit import serve
     from evalkit.auth.secrets import generate_key
 
@@ -128,8 +130,15 @@ def start_server(db_url: str, tmp_path: Path, *, worker: bool = False, **auth: o
             ready = asyncio.Event()
             waiter = asyncio.create_task(ready.wait())
             waiter.add_done_callback(lambda _: started.set())
-            await serve.run(settings, db_url, edge=True, worker=worker, stop=stop, announce=ready,
-                            env={"EVALKIT_ADMIN_PASSWORD": ADMIN_PASSWORD})
+            await serve.run(
+                settings,
+                db_url,
+                edge=True,
+                worker=worker,
+                stop=stop,
+                announce=ready,
+                env={"EVALKIT_ADMIN_PASSWORD": ADMIN_PASSWORD},
+            )
 
         try:
             asyncio.run(go())
@@ -192,9 +201,7 @@ class Cli:
 
 
 @pytest.fixture
-def cli(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> Cli:
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cli:
     monkeypatch.setenv("EVALKIT_CLI_CONFIG_DIR", str(tmp_path / "cli-config"))
     for name in ("EVALKIT_TOKEN", "EVALKIT_SERVER_URL", "EVALKIT_PASSWORD", "EVALKIT_CONFIG"):
         monkeypatch.delenv(name, raising=False)

@@ -113,8 +113,8 @@ def require_write(actor: Actor, ws: WorkspaceFacts, action: str = "write to it")
         return
     if ws.kind == "personal":
         raise _refuse(
-            "personal-owner-writes", f"@{ws.name} is someone else's personal workspace; "
-            f"you cannot {action}"
+            "personal-owner-writes",
+            f"@{ws.name} is someone else's personal workspace; you cannot {action}",
         )
     raise _refuse(
         "shared-writers-write",
@@ -158,9 +158,7 @@ def require_run_agent(actor: Actor, agent_ws: WorkspaceFacts, *, driven_by_serve
     if agent_ws.kind != "personal":
         return
     if agent_ws.owner_id != actor.user_id:
-        raise _refuse(
-            "personal-agent-owner-only", f"the agent belongs to @{agent_ws.name}'s owner"
-        )
+        raise _refuse("personal-agent-owner-only", f"the agent belongs to @{agent_ws.name}'s owner")
     if driven_by_server:
         raise _refuse(
             "server-cannot-drive-personal-agent",

@@ -32,7 +32,9 @@ class SecretBox:
         try:
             key = base64.b64decode(key_b64, validate=True)
         except binascii.Error:
-            raise ConfigError("encryption_key is not valid base64; it must encode 32 bytes") from None
+            raise ConfigError(
+                "encryption_key is not valid base64; it must encode 32 bytes"
+            ) from None
         if len(key) != 32:
             raise ConfigError(f"encryption_key encodes {len(key)} bytes; it must encode 32 bytes")
         self._aead = AESGCM(key)

@@ -27,11 +27,17 @@ def _read_password_stdin() -> str:
 
 @app.command
 def login(
-    url: Annotated[str | None, Parameter(help="Server URL (default: EVALKIT_SERVER_URL or the last one).")] = None,
+    url: Annotated[
+        str | None, Parameter(help="Server URL (default: EVALKIT_SERVER_URL or the last one).")
+    ] = None,
     /,
     *,
-    username: Annotated[str | None, Parameter(help="Who to log in as (prompted when omitted).")] = None,
-    password_stdin: Annotated[bool, Parameter(help="Read the password from standard input.")] = False,
+    username: Annotated[
+        str | None, Parameter(help="Who to log in as (prompted when omitted).")
+    ] = None,
+    password_stdin: Annotated[
+        bool, Parameter(help="Read the password from standard input.")
+    ] = False,
     json: JsonFlag = False,
 ) -> int:
     """Log in and keep the token for later commands.
@@ -53,7 +59,9 @@ def login(
     elif interactive:
         password = getpass.getpass(f"password for {username}@{base}: ")
     else:
-        raise CliError(f"no password: set {PASSWORD_ENV}, pass --password-stdin, or run in a terminal")
+        raise CliError(
+            f"no password: set {PASSWORD_ENV}, pass --password-stdin, or run in a terminal"
+        )
     with Client(base, token="") as client:
         session: api.Session = client.post(
             "/api/auth/login",
@@ -152,8 +160,10 @@ def users_list(*, json: JsonFlag = False) -> int:
     if json:
         emit_json(rows)
     else:
-        table([(u.username, u.is_admin, u.disabled, u.created_at) for u in rows],
-              ["user", "admin", "disabled", "created"])
+        table(
+            [(u.username, u.is_admin, u.disabled, u.created_at) for u in rows],
+            ["user", "admin", "disabled", "created"],
+        )
     return 0
 
 

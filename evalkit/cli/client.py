@@ -54,7 +54,9 @@ class Client:
                 f"(set {SERVER_URL_ENV} or run `evalkit login URL`)"
             ) from None
         except httpx.TimeoutException:
-            raise CliError(f"the evalkit server at {self.base_url} did not answer in time") from None
+            raise CliError(
+                f"the evalkit server at {self.base_url} did not answer in time"
+            ) from None
         if response.status_code >= 400:
             raise CliError(self._explain(response))
         if response.status_code == 204 or type is None:

@@ -33,7 +33,9 @@ def _settings(config: Path | None, data_dir: Path | None) -> Settings:
 
 
 def _logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     for noisy in ("procrastinate", "hypercorn.error", "psycopg.pool", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -114,7 +116,9 @@ def worker(
     with serve.database_for(settings) as target:
         serve.prepare_schema(target)
         serve.ensure_encryption_key(settings, target)
-        note(f"evalkit worker {__version__} running ({_describe(target, settings)}); Ctrl-C stops it")
+        note(
+            f"evalkit worker {__version__} running ({_describe(target, settings)}); Ctrl-C stops it"
+        )
         asyncio.run(serve.run(settings, target.url, edge=False, worker=True))
     return 0
 
@@ -124,7 +128,9 @@ app.command(db)
 
 
 @db.command(name="upgrade")
-def db_upgrade(*, config: ConfigOpt = None, data_dir: DataDirOpt = None, json: JsonFlag = False) -> int:
+def db_upgrade(
+    *, config: ConfigOpt = None, data_dir: DataDirOpt = None, json: JsonFlag = False
+) -> int:
     """Apply pending migrations (run before starting a new server version)."""
     settings = _settings(config, data_dir)
     with serve.database_for(settings) as target:
@@ -139,7 +145,9 @@ def db_upgrade(*, config: ConfigOpt = None, data_dir: DataDirOpt = None, json: J
 
 
 @db.command(name="status")
-def db_status(*, config: ConfigOpt = None, data_dir: DataDirOpt = None, json: JsonFlag = False) -> int:
+def db_status(
+    *, config: ConfigOpt = None, data_dir: DataDirOpt = None, json: JsonFlag = False
+) -> int:
     """Show the database's schema revision and the one this evalkit needs; exit 1 if behind."""
     settings = _settings(config, data_dir)
     with serve.database_for(settings) as target:

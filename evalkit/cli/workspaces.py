@@ -46,8 +46,14 @@ def workspaces_list(*, json: JsonFlag = False) -> int:
         return 0
     table(
         [
-            (w.name, w.kind, w.owner, w.your_role, "write" if w.writable else "read-only",
-             _promotion(w))
+            (
+                w.name,
+                w.kind,
+                w.owner,
+                w.your_role,
+                "write" if w.writable else "read-only",
+                _promotion(w),
+            )
             for w in rows
         ],
         ["workspace", "kind", "owner", "your role", "access", "promotion"],
@@ -72,8 +78,10 @@ def workspaces_show(name: WorkspaceArg, /, *, json: JsonFlag = False) -> int:
         emit_json(ws)
         return 0
     say(f"@{ws.name} ({ws.kind}{', owner ' + ws.owner if ws.owner else ''})")
-    say(f"your access: {'write' if ws.writable else 'read-only'}"
-        + (f", {ws.your_role}" if ws.your_role else ""))
+    say(
+        f"your access: {'write' if ws.writable else 'read-only'}"
+        + (f", {ws.your_role}" if ws.your_role else "")
+    )
     if ws.promotes_to:
         say(f"approved cases are promoted to @{ws.promotes_to}")
     if ws.promoted_from:
@@ -96,8 +104,10 @@ def workspaces_promote_to(
     """
     with Client() as client:
         link: api.Promotion = client.request(
-            "PUT", f"/api/workspaces/{source}/promotion",
-            json=api.PromotionSet(target=target), type=api.Promotion,
+            "PUT",
+            f"/api/workspaces/{source}/promotion",
+            json=api.PromotionSet(target=target),
+            type=api.Promotion,
         )
     if json:
         emit_json(link)

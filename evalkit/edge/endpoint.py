@@ -75,8 +75,13 @@ class Endpoint:
     async def _serve(self, request: Request) -> Response:
         try:
             db: Database = request.app.state.db
-            call = Call(request=request, actor=ANONYMOUS, db=db, body_type=self.body,
-                        body_limit=self.max_body)
+            call = Call(
+                request=request,
+                actor=ANONYMOUS,
+                db=db,
+                body_type=self.body,
+                body_limit=self.max_body,
+            )
             if not self.public:
                 await authenticate(call)
                 access.require_authenticated(call.actor)

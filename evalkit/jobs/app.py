@@ -44,7 +44,9 @@ def bind(url: str, *, max_size: int = 10) -> procrastinate.App:
     return app
 
 
-async def defer(conn: Conn, task_name: str, *, queueing_lock: str | None = None, **kwargs: Any) -> int:
+async def defer(
+    conn: Conn, task_name: str, *, queueing_lock: str | None = None, **kwargs: Any
+) -> int:
     """Queue ``task_name`` on ``conn``: it commits (or rolls back) with the caller's transaction."""
     load_tasks()
     options: dict[str, Any] = {"connection": conn.raw}

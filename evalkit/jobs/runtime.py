@@ -15,7 +15,9 @@ def install(db: Database, settings: Settings) -> None:
 def database() -> Database:
     db = _state.get("db")
     if not isinstance(db, Database):
-        raise RuntimeError("the worker runtime is not installed; start jobs through `evalkit worker`")
+        raise RuntimeError(
+            "the worker runtime is not installed; start jobs through `evalkit worker`"
+        )
     return db
 
 

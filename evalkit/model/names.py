@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from evalkit.errors import BadRequest
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-NAME_RULE = "1 to 63 characters: lower-case letters, digits, '_', '.', '-', starting with a letter or digit"
+NAME_RULE = (
+    "1 to 63 characters: lower-case letters, digits, '_', '.', '-', starting with a letter or digit"
+)
 
 
 def check_name(what: str, value: str) -> str:

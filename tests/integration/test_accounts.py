@@ -10,8 +10,9 @@ from tests.conftest import ADMIN_PASSWORD
 
 
 def login_admin(cli, server) -> None:
-    result = cli("login", server.url, "--username", "admin", "--password-stdin",
-                 stdin=ADMIN_PASSWORD + "\n")
+    result = cli(
+        "login", server.url, "--username", "admin", "--password-stdin", stdin=ADMIN_PASSWORD + "\n"
+    )
     assert result.code == 0, result.err
     assert f"logged in to {server.url} as admin" in result.out
 
@@ -40,7 +41,9 @@ def test_logout_revokes_the_token_on_the_server(cli, server, admin_token):
     assert cli("whoami", token=admin_token).code == 0
     import httpx
 
-    r = httpx.post(f"{server.url}/api/auth/logout", headers={"Authorization": f"Bearer {admin_token}"})
+    r = httpx.post(
+        f"{server.url}/api/auth/logout", headers={"Authorization": f"Bearer {admin_token}"}
+    )
     assert r.status_code == 204
     refused = cli("whoami", token=admin_token)
     assert refused.code == 1
@@ -57,7 +60,9 @@ def test_wrong_password_and_unknown_user(cli, server):
     wrong = cli("login", server.url, "--username", "admin", "--password-stdin", stdin="nope-nope\n")
     assert wrong.code == 1
     assert wrong.err.strip() == "evalkit: error: wrong username or password [bad-credentials]"
-    unknown = cli("login", server.url, "--username", "ghost", "--password-stdin", stdin="whatever1\n")
+    unknown = cli(
+        "login", server.url, "--username", "ghost", "--password-stdin", stdin="whatever1\n"
+    )
     assert unknown.err == wrong.err
 
 
@@ -81,8 +86,14 @@ def test_token_ttl_comes_from_settings(cli, database_url, tmp_path):
 
     running = start_server(database_url, tmp_path, token_ttl_hours=2)
     try:
-        result = cli("login", running.url, "--username", "admin", "--password-stdin",
-                     stdin=ADMIN_PASSWORD + "\n", )
+        result = cli(
+            "login",
+            running.url,
+            "--username",
+            "admin",
+            "--password-stdin",
+            stdin=ADMIN_PASSWORD + "\n",
+        )
         assert result.code == 0
         with psycopg.connect(database_url) as conn:
             (hours,) = conn.execute(
@@ -108,7 +119,9 @@ def test_users_add_generated_password_then_login(cli, server):
     assert len(password) >= 16
     assert added.json["personal_workspace"] == "alice"
     cli("logout")
-    as_alice = cli("login", server.url, "--username", "alice", "--password-stdin", stdin=password + "\n")
+    as_alice = cli(
+        "login", server.url, "--username", "alice", "--password-stdin", stdin=password + "\n"
+    )
     assert as_alice.code == 0
     ws = cli("workspaces", "show", "alice", "--json")
     assert ws.json["kind"] == "personal" and ws.json["owner"] == "alice" and ws.json["writable"]
@@ -149,13 +162,15 @@ def test_users_list_and_disable(cli, server):
 
     import httpx
 
-    carol_token = httpx.post(f"{server.url}/api/auth/login",
-                             json={"username": "carol", "password": "carol-password"}).json()["token"]
+    carol_token = httpx.post(
+        f"{server.url}/api/auth/login", json={"username": "carol", "password": "carol-password"}
+    ).json()["token"]
     disabled = cli("users", "disable", "carol")
     assert disabled.code == 0
     assert cli("whoami", token=carol_token).code == 1
-    relogin = cli("login", server.url, "--username", "carol", "--password-stdin",
-                  stdin="carol-password\n")
+    relogin = cli(
+        "login", server.url, "--username", "carol", "--password-stdin", stdin="carol-password\n"
+    )
     assert relogin.code == 1 and "disabled" in relogin.err
 
 
@@ -170,8 +185,9 @@ def test_non_admin_cannot_add_users(cli, server, admin_token):
     cli("users", "add", "dave", "--password-stdin", stdin="dave-password\n", token=admin_token)
     import httpx
 
-    dave = httpx.post(f"{server.url}/api/auth/login",
-                      json={"username": "dave", "password": "dave-password"}).json()["token"]
+    dave = httpx.post(
+        f"{server.url}/api/auth/login", json={"username": "dave", "password": "dave-password"}
+    ).json()["token"]
     refused = cli("users", "add", "eve", token=dave)
     assert refused.code == 1
     assert "dave is not an admin and cannot add users" in refused.err

@@ -50,8 +50,12 @@ def test_cli_help_and_version(cli):
     assert top.code == 0
     for command in ("server", "worker", "db", "login", "logout", "whoami", "users", "workspaces"):
         assert command in top.out
-    for args in (["users", "add", "--help"], ["workspaces", "members", "add", "--help"],
-                 ["server", "--help"], ["login", "--help"]):
+    for args in (
+        ["users", "add", "--help"],
+        ["workspaces", "members", "add", "--help"],
+        ["server", "--help"],
+        ["login", "--help"],
+    ):
         result = cli(*args)
         assert result.code == 0 and "Usage:" in result.out, args
     assert cli("--version").out.strip() == __version__

@@ -40,7 +40,9 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
 
 def postgres_running_in(data_dir: Path) -> bool:
     for proc in psutil.process_iter(["name", "cmdline"]):
-        if proc.info["name"] == "postgres" and str(data_dir) in " ".join(proc.info["cmdline"] or []):
+        if proc.info["name"] == "postgres" and str(data_dir) in " ".join(
+            proc.info["cmdline"] or []
+        ):
             return True
     return False
 
@@ -55,19 +57,22 @@ def test_embedded_default_serves_and_stops_cleanly(tmp_path):
     proc = subprocess.Popen(
         [EVALKIT, "server", "--data-dir", str(data), "--port", str(port)],
         env=env(EVALKIT_ADMIN_PASSWORD="first-admin-pw"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, proc)
         assert postgres_running_in(data)
-        login = httpx.post(f"{url}/api/auth/login",
-                           json={"username": "admin", "password": "first-admin-pw"})
+        login = httpx.post(
+            f"{url}/api/auth/login", json={"username": "admin", "password": "first-admin-pw"}
+        )
         assert login.status_code == 200
         assert (data / "encryption.key").stat().st_mode & 0o777 == 0o600
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert f"serving on {url}" in err
     assert "created admin user 'admin'" in err
@@ -75,8 +80,13 @@ def test_embedded_default_serves_and_stops_cleanly(tmp_path):
 
     # A second start reuses the data: no password needed any more, admin still there.
     port = free_port()
-    proc = subprocess.Popen([EVALKIT, "server", "--data-dir", str(data), "--port", str(port)],
-                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [EVALKIT, "server", "--data-dir", str(data), "--port", str(port)],
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_ready(f"http://127.0.0.1:{port}", proc)
     finally:
@@ -93,12 +103,24 @@ def test_first_start_without_admin_password_refuses(tmp_path):
 
 
 def test_first_start_with_bad_admin_password_refuses(tmp_path):
-    short = run("server", "--data-dir", str(tmp_path), "--port", str(free_port()),
-                env=env(EVALKIT_ADMIN_PASSWORD="short"))
+    short = run(
+        "server",
+        "--data-dir",
+        str(tmp_path),
+        "--port",
+        str(free_port()),
+        env=env(EVALKIT_ADMIN_PASSWORD="short"),
+    )
     assert short.returncode == 1
     assert "EVALKIT_ADMIN_PASSWORD is 5 characters long; use at least 8" in short.stderr
-    long = run("server", "--data-dir", str(tmp_path), "--port", str(free_port()),
-               env=env(EVALKIT_ADMIN_PASSWORD="x" * 73))
+    long = run(
+        "server",
+        "--data-dir",
+        str(tmp_path),
+        "--port",
+        str(free_port()),
+        env=env(EVALKIT_ADMIN_PASSWORD="x" * 73),
+    )
     assert long.returncode == 1
     assert "73 bytes long; use at most 72 bytes" in long.stderr
 
@@ -106,8 +128,11 @@ def test_first_start_with_bad_admin_password_refuses(tmp_path):
 def test_external_database_must_be_migrated_first(new_database, tmp_path):
     url = new_database(template=False)
     key = "A" * 43 + "="
-    server_env = env(EVALKIT_DATABASE_URL=url, EVALKIT_ADMIN_PASSWORD="first-admin-pw",
-                     EVALKIT_ENCRYPTION_KEY=key)
+    server_env = env(
+        EVALKIT_DATABASE_URL=url,
+        EVALKIT_ADMIN_PASSWORD="first-admin-pw",
+        EVALKIT_ENCRYPTION_KEY=key,
+    )
     refused = run("server", "--port", str(free_port()), env=server_env)
     assert refused.returncode == 1
     assert "has no evalkit schema yet; run `evalkit db upgrade`" in refused.stderr
@@ -122,8 +147,12 @@ def test_external_database_must_be_migrated_first(new_database, tmp_path):
     assert again.stdout.startswith("database already at revision")
     assert run("db", "status", env=server_env).returncode == 0
 
-    no_key = run("server", "--port", str(free_port()),
-                 env=env(EVALKIT_DATABASE_URL=url, EVALKIT_ADMIN_PASSWORD="first-admin-pw"))
+    no_key = run(
+        "server",
+        "--port",
+        str(free_port()),
+        env=env(EVALKIT_DATABASE_URL=url, EVALKIT_ADMIN_PASSWORD="first-admin-pw"),
+    )
     assert no_key.returncode == 1
     assert "encryption_key is not set" in no_key.stderr
 
@@ -151,9 +180,16 @@ def test_port_in_use_is_explained(tmp_path, new_database):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = run("server", "--port", str(port),
-                     env=env(EVALKIT_DATABASE_URL=url, EVALKIT_ENCRYPTION_KEY="A" * 43 + "=",
-                             EVALKIT_ADMIN_PASSWORD="first-admin-pw"))
+        result = run(
+            "server",
+            "--port",
+            str(port),
+            env=env(
+                EVALKIT_DATABASE_URL=url,
+                EVALKIT_ENCRYPTION_KEY="A" * 43 + "=",
+                EVALKIT_ADMIN_PASSWORD="first-admin-pw",
+            ),
+        )
     assert result.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "--port" in result.stderr
 
@@ -169,4 +205,6 @@ def test_malformed_config_file(tmp_path):
     )
     config.write_text("mcp:\n  oauth:\n    issuer: https://idp\n")
     moved = run("db", "status", env=env(EVALKIT_CONFIG=str(config)))
-    assert moved.returncode == 1 and "move the issuer" in moved.stderr and "auth.oidc" in moved.stderr
+    assert (
+        moved.returncode == 1 and "move the issuer" in moved.stderr and "auth.oidc" in moved.stderr
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import psycopg
@@ -19,7 +20,8 @@ def test_with_worker_runs_jobs(database_url, tmp_path):
             (user_id,) = conn.execute("SELECT id FROM users WHERE username = 'admin'").fetchone()
             conn.execute(
                 "INSERT INTO login_tokens (user_id, token_hash, expires_at) "
-                "VALUES (%s, 'stale', now() - interval '2 days'), (%s, 'fresh', now() + interval '1 day')",
+                "VALUES (%s, 'stale', now() - interval '2 days'),"
+                " (%s, 'fresh', now() + interval '1 day')",
                 (user_id, user_id),
             )
 
@@ -37,7 +39,9 @@ def test_with_worker_runs_jobs(database_url, tmp_path):
         status = None
         while time.monotonic() < deadline:
             with psycopg.connect(database_url) as conn:
-                row = conn.execute("SELECT status FROM procrastinate_jobs WHERE id = %s", (job_id,)).fetchone()
+                row = conn.execute(
+                    "SELECT status FROM procrastinate_jobs WHERE id = %s", (job_id,)
+                ).fetchone()
             status = row[0] if row else "deleted"  # successful jobs are deleted
             if status in ("succeeded", "deleted", "failed"):
                 break
@@ -68,9 +72,7 @@ def test_a_rolled_back_transaction_defers_nothing(database_url):
         finally:
             await db.close()
 
-    try:
+    with contextlib.suppress(RuntimeError):
         asyncio.run(defer_then_fail())
-    except RuntimeError:
-        pass
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM procrastinate_jobs").fetchone() == (0,)

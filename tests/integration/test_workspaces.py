@@ -57,12 +57,17 @@ def test_member_bad_input(as_admin):
 def test_role_is_validated_by_the_api_too(server, admin_token):
     import httpx
 
-    r = httpx.post(f"{server.url}/api/workspaces", json={"name": "dev"},
-                   headers={"Authorization": f"Bearer {admin_token}"})
+    r = httpx.post(
+        f"{server.url}/api/workspaces",
+        json={"name": "dev"},
+        headers={"Authorization": f"Bearer {admin_token}"},
+    )
     assert r.status_code == 201
-    r = httpx.post(f"{server.url}/api/workspaces/dev/members",
-                   json={"username": "admin", "role": "owner"},
-                   headers={"Authorization": f"Bearer {admin_token}"})
+    r = httpx.post(
+        f"{server.url}/api/workspaces/dev/members",
+        json={"username": "admin", "role": "owner"},
+        headers={"Authorization": f"Bearer {admin_token}"},
+    )
     assert r.status_code == 400
     assert r.json()["error"]["code"] == "bad-body"
     assert "`$.role`" in r.json()["error"]["message"]

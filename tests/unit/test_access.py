@@ -20,8 +20,9 @@ AGENT = Actor(agent_id=9)
 
 def shared(role_of: Actor | None = None, *, target: bool = False) -> WorkspaceFacts:
     role = {WRITER: "writer", REVIEWER: "reviewer"}.get(role_of) if role_of else None
-    return WorkspaceFacts(name="dev", kind="shared", owner_id=None, actor_role=role,
-                          is_promotion_target=target)
+    return WorkspaceFacts(
+        name="dev", kind="shared", owner_id=None, actor_role=role, is_promotion_target=target
+    )
 
 
 PERSONAL = WorkspaceFacts(name="alice", kind="personal", owner_id=OWNER.user_id)
@@ -45,42 +46,78 @@ def outcome(fn, *args, **kwargs) -> str:
     return "ok"
 
 
-CALLERS = {"admin": ADMIN, "owner": OWNER, "writer": WRITER, "reviewer": REVIEWER,
-           "other": OTHER, "anonymous": ANON, "agent": AGENT}
+CALLERS = {
+    "admin": ADMIN,
+    "owner": OWNER,
+    "writer": WRITER,
+    "reviewer": REVIEWER,
+    "other": OTHER,
+    "anonymous": ANON,
+    "agent": AGENT,
+}
 
 
-@pytest.mark.parametrize(("who", "expected"), [
-    ("admin", "ok"), ("owner", "ok"), ("writer", "ok"), ("reviewer", "ok"), ("other", "ok"),
-    ("anonymous", "login"), ("agent", "agent-token-scope"),
-])
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [
+        ("admin", "ok"),
+        ("owner", "ok"),
+        ("writer", "ok"),
+        ("reviewer", "ok"),
+        ("other", "ok"),
+        ("anonymous", "login"),
+        ("agent", "agent-token-scope"),
+    ],
+)
 def test_read_everything_when_logged_in(who, expected):
     exercised.add("read-all")
     assert outcome(access.require_read, CALLERS[who]) == expected
 
 
-@pytest.mark.parametrize(("who", "expected"), [
-    ("admin", "ok"), ("owner", "admin-only"), ("writer", "admin-only"),
-    ("reviewer", "admin-only"), ("other", "admin-only"), ("anonymous", "login"),
-    ("agent", "agent-token-scope"),
-])
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [
+        ("admin", "ok"),
+        ("owner", "admin-only"),
+        ("writer", "admin-only"),
+        ("reviewer", "admin-only"),
+        ("other", "admin-only"),
+        ("anonymous", "login"),
+        ("agent", "agent-token-scope"),
+    ],
+)
 def test_admin_only(who, expected):
     assert outcome(access.require_admin, CALLERS[who], "create shared workspaces") == expected
 
 
-@pytest.mark.parametrize(("who", "expected"), [
-    ("admin", "personal-owner-writes"), ("owner", "ok"), ("writer", "personal-owner-writes"),
-    ("reviewer", "personal-owner-writes"), ("other", "personal-owner-writes"),
-    ("anonymous", "login"), ("agent", "agent-token-scope"),
-])
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [
+        ("admin", "personal-owner-writes"),
+        ("owner", "ok"),
+        ("writer", "personal-owner-writes"),
+        ("reviewer", "personal-owner-writes"),
+        ("other", "personal-owner-writes"),
+        ("anonymous", "login"),
+        ("agent", "agent-token-scope"),
+    ],
+)
 def test_write_personal_workspace(who, expected):
     assert outcome(access.require_write, CALLERS[who], PERSONAL) == expected
 
 
-@pytest.mark.parametrize(("who", "expected"), [
-    ("admin", "ok"), ("owner", "shared-writers-write"), ("writer", "ok"),
-    ("reviewer", "shared-writers-write"), ("other", "shared-writers-write"),
-    ("anonymous", "login"), ("agent", "agent-token-scope"),
-])
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [
+        ("admin", "ok"),
+        ("owner", "shared-writers-write"),
+        ("writer", "ok"),
+        ("reviewer", "shared-writers-write"),
+        ("other", "shared-writers-write"),
+        ("anonymous", "login"),
+        ("agent", "agent-token-scope"),
+    ],
+)
 def test_write_shared_workspace(who, expected):
     actor = CALLERS[who]
     assert outcome(access.require_write, actor, shared(actor)) == expected
@@ -93,19 +130,29 @@ def test_write_refusal_says_how_to_get_access():
     assert "evalkit workspaces members add dev oscar --role writer" in refused.value.message
 
 
-@pytest.mark.parametrize(("who", "expected"), [
-    ("admin", "ok"), ("writer", "ok"), ("reviewer", "shared-writers-write"),
-    ("other", "shared-writers-write"), ("anonymous", "login"),
-])
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [
+        ("admin", "ok"),
+        ("writer", "ok"),
+        ("reviewer", "shared-writers-write"),
+        ("other", "shared-writers-write"),
+        ("anonymous", "login"),
+    ],
+)
 def test_sync_shared(who, expected):
     actor = CALLERS[who]
     assert outcome(access.require_sync, actor, shared(actor)) == expected
 
 
-@pytest.mark.parametrize(("who", "expected"), [
-    ("admin", "promotion-target-no-sync"), ("writer", "promotion-target-no-sync"),
-    ("other", "shared-writers-write"),
-])
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [
+        ("admin", "promotion-target-no-sync"),
+        ("writer", "promotion-target-no-sync"),
+        ("other", "shared-writers-write"),
+    ],
+)
 def test_sync_refused_on_promotion_target(who, expected):
     actor = CALLERS[who]
     assert outcome(access.require_sync, actor, shared(actor, target=True)) == expected
@@ -116,11 +163,18 @@ def test_sync_personal_only_owner():
     assert outcome(access.require_sync, ADMIN, PERSONAL) == "personal-owner-writes"
 
 
-@pytest.mark.parametrize(("who", "expected"), [
-    ("admin", "ok"), ("owner", "reviewers-review"), ("writer", "reviewers-review"),
-    ("reviewer", "ok"), ("other", "reviewers-review"), ("anonymous", "login"),
-    ("agent", "agent-token-scope"),
-])
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [
+        ("admin", "ok"),
+        ("owner", "reviewers-review"),
+        ("writer", "reviewers-review"),
+        ("reviewer", "ok"),
+        ("other", "reviewers-review"),
+        ("anonymous", "login"),
+        ("agent", "agent-token-scope"),
+    ],
+)
 def test_review_shared(who, expected):
     actor = CALLERS[who]
     assert outcome(access.require_review, actor, shared(actor)) == expected
@@ -138,24 +192,35 @@ def test_no_review_decisions_on_promotion_target(who):
     assert result == "promotion-target-no-review"
 
 
-@pytest.mark.parametrize(("who", "expected"), [
-    ("admin", "ok"), ("owner", "ok"), ("writer", "ok"), ("reviewer", "ok"), ("other", "ok"),
-    ("anonymous", "login"), ("agent", "agent-token-scope"),
-])
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [
+        ("admin", "ok"),
+        ("owner", "ok"),
+        ("writer", "ok"),
+        ("reviewer", "ok"),
+        ("other", "ok"),
+        ("anonymous", "login"),
+        ("agent", "agent-token-scope"),
+    ],
+)
 def test_anyone_comments_even_on_promotion_target(who, expected):
     actor = CALLERS[who]
     assert outcome(access.require_comment, actor, shared(actor, target=True)) == expected
     assert outcome(access.require_comment, actor, PERSONAL) == expected
 
 
-@pytest.mark.parametrize(("who", "server", "expected"), [
-    ("owner", False, "ok"),
-    ("owner", True, "server-cannot-drive-personal-agent"),
-    ("admin", False, "personal-agent-owner-only"),
-    ("other", False, "personal-agent-owner-only"),
-    ("other", True, "personal-agent-owner-only"),
-    ("anonymous", False, "login"),
-])
+@pytest.mark.parametrize(
+    ("who", "server", "expected"),
+    [
+        ("owner", False, "ok"),
+        ("owner", True, "server-cannot-drive-personal-agent"),
+        ("admin", False, "personal-agent-owner-only"),
+        ("other", False, "personal-agent-owner-only"),
+        ("other", True, "personal-agent-owner-only"),
+        ("anonymous", False, "login"),
+    ],
+)
 def test_personal_agent_runs(who, server, expected):
     result = outcome(access.require_run_agent, CALLERS[who], PERSONAL, driven_by_server=server)
     assert result == expected

@@ -22,7 +22,9 @@ def test_defaults_without_a_file():
 
 
 def test_file_values(tmp_path):
-    path = write(tmp_path, "database:\n  url: postgresql://db/evalkit\nauth:\n  token_ttl_hours: 8\n")
+    path = write(
+        tmp_path, "database:\n  url: postgresql://db/evalkit\nauth:\n  token_ttl_hours: 8\n"
+    )
     settings = load_settings(path, env={})
     assert settings.database.url == "postgresql://db/evalkit"
     assert settings.auth.token_ttl_hours == 8
@@ -35,13 +37,16 @@ def test_config_path_from_env(tmp_path):
 
 def test_env_overrides_file(tmp_path):
     path = write(tmp_path, "auth:\n  token_ttl_hours: 8\n")
-    settings = load_settings(path, env={
-        "EVALKIT_AUTH_TOKEN_TTL_HOURS": "2",
-        "EVALKIT_EGRESS_ALLOW_PRIVATE": "true",
-        "EVALKIT_EGRESS_ALLOWED_PREFIXES": "[http://10.0.0.1/, http://agent.internal/]",
-        "EVALKIT_AUTH_OIDC_ISSUER": "https://idp.example",
-        "EVALKIT_AUTH_OIDC_CLIENT_ID": "evalkit",
-    })
+    settings = load_settings(
+        path,
+        env={
+            "EVALKIT_AUTH_TOKEN_TTL_HOURS": "2",
+            "EVALKIT_EGRESS_ALLOW_PRIVATE": "true",
+            "EVALKIT_EGRESS_ALLOWED_PREFIXES": "[http://10.0.0.1/, http://agent.internal/]",
+            "EVALKIT_AUTH_OIDC_ISSUER": "https://idp.example",
+            "EVALKIT_AUTH_OIDC_CLIENT_ID": "evalkit",
+        },
+    )
     assert settings.auth.token_ttl_hours == 2
     assert settings.egress.allow_private is True
     assert settings.egress.allowed_prefixes == ["http://10.0.0.1/", "http://agent.internal/"]
@@ -62,7 +67,8 @@ def test_unknown_key_is_named(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_settings(path, env={})
     assert str(err.value) == (
-        f"{path}: unknown key 'auth.token_ttl'; remove it or check its spelling (see docs/config.md)"
+        f"{path}: unknown key 'auth.token_ttl'; "
+        "remove it or check its spelling (see docs/config.md)"
     )
 
 
@@ -86,7 +92,7 @@ def test_wrong_type_names_the_key(tmp_path):
 
 
 def test_bad_env_value_names_the_key():
-    with pytest.raises(ConfigError, match="at 'otel.settle_seconds'"):
+    with pytest.raises(ConfigError, match=r"at 'otel\.settle_seconds'"):
         load_settings(env={"EVALKIT_OTEL_SETTLE_SECONDS": "soon"})
 
 

@@ -41,7 +41,9 @@ async def users_create(call: Call) -> api.UserCreated:
     access.require_admin(call.actor, "add users")
     body: api.UserCreate = await call.payload()
     async with call.db.transaction() as conn:
-        return await accounts.create_user(conn, body.username, body.password, is_admin=body.is_admin)
+        return await accounts.create_user(
+            conn, body.username, body.password, is_admin=body.is_admin
+        )
 
 
 async def users_list(call: Call) -> list[api.User]:
@@ -57,15 +59,49 @@ async def users_disable(call: Call) -> api.User:
 
 
 ENDPOINTS = [
-    Endpoint("POST", "/api/auth/login", login, "Log in with a password; returns a bearer token",
-             body=api.LoginRequest, returns=api.Session, public=True, tags=["auth"]),
-    Endpoint("POST", "/api/auth/logout", logout, "Revoke the token of this call",
-             status=204, tags=["auth"]),
-    Endpoint("GET", "/api/auth/whoami", whoami, "The caller, their workspaces and token expiry",
-             returns=api.WhoAmI, tags=["auth"]),
-    Endpoint("POST", "/api/users", users_create, "Add a user (admin)",
-             body=api.UserCreate, returns=api.UserCreated, status=201, tags=["users"]),
+    Endpoint(
+        "POST",
+        "/api/auth/login",
+        login,
+        "Log in with a password; returns a bearer token",
+        body=api.LoginRequest,
+        returns=api.Session,
+        public=True,
+        tags=["auth"],
+    ),
+    Endpoint(
+        "POST",
+        "/api/auth/logout",
+        logout,
+        "Revoke the token of this call",
+        status=204,
+        tags=["auth"],
+    ),
+    Endpoint(
+        "GET",
+        "/api/auth/whoami",
+        whoami,
+        "The caller, their workspaces and token expiry",
+        returns=api.WhoAmI,
+        tags=["auth"],
+    ),
+    Endpoint(
+        "POST",
+        "/api/users",
+        users_create,
+        "Add a user (admin)",
+        body=api.UserCreate,
+        returns=api.UserCreated,
+        status=201,
+        tags=["users"],
+    ),
     Endpoint("GET", "/api/users", users_list, "List users", returns=list[api.User], tags=["users"]),
-    Endpoint("POST", "/api/users/{username}/disable", users_disable,
-             "Disable a user and revoke their tokens (admin)", returns=api.User, tags=["users"]),
+    Endpoint(
+        "POST",
+        "/api/users/{username}/disable",
+        users_disable,
+        "Disable a user and revoke their tokens (admin)",
+        returns=api.User,
+        tags=["users"],
+    ),
 ]

@@ -33,8 +33,9 @@ async def readyz(call: Call) -> api.Health:
             f"database schema is at {current}, this server needs {expected}; "
             "run `evalkit db upgrade`"
         )
-    return api.Health(status="ok", database="ok", schema_revision=current,
-                      expected_revision=expected)
+    return api.Health(
+        status="ok", database="ok", schema_revision=current, expected_revision=expected
+    )
 
 
 async def cli_info(call: Call) -> api.CliInfo:
@@ -48,12 +49,34 @@ async def openapi(call: Call) -> dict[str, Any]:
 
 
 ENDPOINTS = [
-    Endpoint("GET", "/healthz", healthz, "Liveness: the process answers", returns=api.Health,
-             public=True, tags=["meta"]),
-    Endpoint("GET", "/readyz", readyz, "Readiness: database reachable and schema at head",
-             returns=api.Health, public=True, tags=["meta"]),
-    Endpoint("GET", "/api/cli", cli_info, "Server version and the CLI install command",
-             returns=api.CliInfo, public=True, tags=["meta"]),
-    Endpoint("GET", "/api/openapi.json", openapi, "This API as OpenAPI 3.1", public=True,
-             tags=["meta"]),
+    Endpoint(
+        "GET",
+        "/healthz",
+        healthz,
+        "Liveness: the process answers",
+        returns=api.Health,
+        public=True,
+        tags=["meta"],
+    ),
+    Endpoint(
+        "GET",
+        "/readyz",
+        readyz,
+        "Readiness: database reachable and schema at head",
+        returns=api.Health,
+        public=True,
+        tags=["meta"],
+    ),
+    Endpoint(
+        "GET",
+        "/api/cli",
+        cli_info,
+        "Server version and the CLI install command",
+        returns=api.CliInfo,
+        public=True,
+        tags=["meta"],
+    ),
+    Endpoint(
+        "GET", "/api/openapi.json", openapi, "This API as OpenAPI 3.1", public=True, tags=["meta"]
+    ),
 ]

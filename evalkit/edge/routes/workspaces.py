@@ -55,24 +55,70 @@ async def promotion_set(call: Call) -> api.Promotion:
     access.require_admin(call.actor, "link workspaces for promotion")
     body: api.PromotionSet = await call.payload()
     async with call.db.transaction() as conn:
-        return await workspaces.set_promotion(conn, call.actor, call.param("workspace"), body.target)
+        return await workspaces.set_promotion(
+            conn, call.actor, call.param("workspace"), body.target
+        )
 
 
 ENDPOINTS = [
-    Endpoint("GET", "/api/workspaces", workspaces_list, "List every workspace",
-             returns=list[api.Workspace], tags=["workspaces"]),
-    Endpoint("POST", "/api/workspaces", workspaces_create, "Create a shared workspace (admin)",
-             body=api.WorkspaceCreate, returns=api.Workspace, status=201, tags=["workspaces"]),
-    Endpoint("GET", "/api/workspaces/{workspace}", workspaces_show, "One workspace",
-             returns=api.Workspace, tags=["workspaces"]),
-    Endpoint("GET", "/api/workspaces/{workspace}/members", members_list, "Members of a workspace",
-             returns=list[api.Member], tags=["workspaces"]),
-    Endpoint("POST", "/api/workspaces/{workspace}/members", members_add,
-             "Add a member or change their role (admin)", body=api.MemberAdd,
-             returns=api.MemberAdded, tags=["workspaces"]),
-    Endpoint("DELETE", "/api/workspaces/{workspace}/members/{username}", members_remove,
-             "Remove a member (admin)", status=204, tags=["workspaces"]),
-    Endpoint("PUT", "/api/workspaces/{workspace}/promotion", promotion_set,
-             "Link this workspace to its promotion target (admin)", body=api.PromotionSet,
-             returns=api.Promotion, tags=["workspaces"]),
+    Endpoint(
+        "GET",
+        "/api/workspaces",
+        workspaces_list,
+        "List every workspace",
+        returns=list[api.Workspace],
+        tags=["workspaces"],
+    ),
+    Endpoint(
+        "POST",
+        "/api/workspaces",
+        workspaces_create,
+        "Create a shared workspace (admin)",
+        body=api.WorkspaceCreate,
+        returns=api.Workspace,
+        status=201,
+        tags=["workspaces"],
+    ),
+    Endpoint(
+        "GET",
+        "/api/workspaces/{workspace}",
+        workspaces_show,
+        "One workspace",
+        returns=api.Workspace,
+        tags=["workspaces"],
+    ),
+    Endpoint(
+        "GET",
+        "/api/workspaces/{workspace}/members",
+        members_list,
+        "Members of a workspace",
+        returns=list[api.Member],
+        tags=["workspaces"],
+    ),
+    Endpoint(
+        "POST",
+        "/api/workspaces/{workspace}/members",
+        members_add,
+        "Add a member or change their role (admin)",
+        body=api.MemberAdd,
+        returns=api.MemberAdded,
+        tags=["workspaces"],
+    ),
+    Endpoint(
+        "DELETE",
+        "/api/workspaces/{workspace}/members/{username}",
+        members_remove,
+        "Remove a member (admin)",
+        status=204,
+        tags=["workspaces"],
+    ),
+    Endpoint(
+        "PUT",
+        "/api/workspaces/{workspace}/promotion",
+        promotion_set,
+        "Link this workspace to its promotion target (admin)",
+        body=api.PromotionSet,
+        returns=api.Promotion,
+        tags=["workspaces"],
+    ),
 ]
