@@ -33,13 +33,29 @@ def with_database(url: str, name: str) -> str:
     return urlunsplit(parts._replace(path="/" + name))
 
 
+def docker_engine_reachable() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=2).ping()
+    except Exception:
+        return False
+    return True
+
+
 @pytest.fixture(scope="session")
 def pg_admin_url() -> Iterator[str]:
-    """A PostgreSQL where tests may create databases: $EVALKIT_TEST_DATABASE_URL, else an
-    embedded cluster for this test session."""
+    """A PostgreSQL where tests may create databases: $EVALKIT_TEST_DATABASE_URL, else a
+    testcontainers PostgreSQL when a Docker engine answers, else an embedded cluster."""
     external = os.environ.get(TEST_DATABASE_ENV)
     if external:
         yield external
+        return
+    if docker_engine_reachable():
+        from testcontainers.community.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:17", driver=None) as container:
+            yield container.get_connection_url()
         return
     # Not under pytest's basetemp: pytest prunes old basetemps, which would pull the data
     # directory from under a cluster that a concurrent test session still uses.
