@@ -15,8 +15,8 @@ from starlette.routing import Route
 
 from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS, Actor
-from evalkit.db import Database
-from evalkit.errors import ApiError, BadRequest, EvalkitError, TooLarge, Unauthorized
+from evalkit.db import Database, IntegrityError
+from evalkit.errors import ApiError, BadRequest, DatabaseError, TooLarge, Unauthorized
 from evalkit.model import api
 
 MAX_JSON_BODY = 8 * 2**20
@@ -89,8 +89,11 @@ class Endpoint:
             return json_response(result, self.status)
         except ApiError as exc:
             return error_response(exc.status, exc.code, exc.message)
-        except EvalkitError as exc:
-            return error_response(503, "unavailable", exc.message)
+        except IntegrityError as exc:
+            # A constraint caught what the store layer did not foresee (often a race).
+            return error_response(409, "conflict", f"{exc.message} ({exc.constraint})")
+        except DatabaseError as exc:
+            return error_response(503, "database-unavailable", exc.message)
 
 
 async def authenticate(call: Call) -> None:
