@@ -10,25 +10,41 @@ import pytest
 
 from evalkit.edge.routes import ENDPOINTS
 
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/api/cli"),
-          ("GET", "/api/openapi.json"), ("POST", "/api/auth/login")}
-ADMIN_ONLY = {("POST", "/api/users"), ("POST", "/api/users/{username}/disable"),
-              ("POST", "/api/workspaces"), ("POST", "/api/workspaces/{workspace}/members"),
-              ("DELETE", "/api/workspaces/{workspace}/members/{username}"),
-              ("PUT", "/api/workspaces/{workspace}/promotion")}
+PUBLIC = {
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/api/cli"),
+    ("GET", "/api/openapi.json"),
+    ("POST", "/api/auth/login"),
+}
+ADMIN_ONLY = {
+    ("POST", "/api/users"),
+    ("POST", "/api/users/{username}/disable"),
+    ("POST", "/api/workspaces"),
+    ("POST", "/api/workspaces/{workspace}/members"),
+    ("DELETE", "/api/workspaces/{workspace}/members/{username}"),
+    ("PUT", "/api/workspaces/{workspace}/promotion"),
+}
 
 
-PARAMS = {"workspace": "dev", "username": "alice", "dataset": "finance", "case_id": "c1",
-          "sha256": "0" * 64}
+PARAMS = {
+    "workspace": "dev",
+    "username": "alice",
+    "dataset": "finance",
+    "case_id": "c1",
+    "sha256": "0" * 64,
+}
 # Non-admin writes of datasets and cases; their rules are tested in test_datasets_*.py.
-DATASET_WRITES = {("POST", "/api/workspaces/{workspace}/datasets"),
-                  ("POST", "/api/workspaces/{workspace}/datasets/{dataset}/sync"),
-                  ("POST", "/api/workspaces/{workspace}/lint"),
-                  ("POST", "/api/workspaces/{workspace}/fixtures/missing"),
-                  ("PUT", "/api/workspaces/{workspace}/fixtures/{sha256}"),
-                  ("POST", "/api/workspaces/{workspace}/cases/{case_id}/approve"),
-                  ("POST", "/api/workspaces/{workspace}/cases/{case_id}/reject"),
-                  ("POST", "/api/workspaces/{workspace}/cases/{case_id}/comments")}
+DATASET_WRITES = {
+    ("POST", "/api/workspaces/{workspace}/datasets"),
+    ("POST", "/api/workspaces/{workspace}/datasets/{dataset}/sync"),
+    ("POST", "/api/workspaces/{workspace}/lint"),
+    ("POST", "/api/workspaces/{workspace}/fixtures/missing"),
+    ("PUT", "/api/workspaces/{workspace}/fixtures/{sha256}"),
+    ("POST", "/api/workspaces/{workspace}/cases/{case_id}/approve"),
+    ("POST", "/api/workspaces/{workspace}/cases/{case_id}/reject"),
+    ("POST", "/api/workspaces/{workspace}/cases/{case_id}/comments"),
+}
 
 
 def concrete(path: str) -> str:
@@ -52,7 +68,9 @@ def test_public_routes_are_exactly_the_declared_ones(server):
     assert set(routes) == {(e.method, e.path) for e in ENDPOINTS}
 
 
-@pytest.mark.parametrize(("method", "path"), [(e.method, e.path) for e in ENDPOINTS if not e.public])
+@pytest.mark.parametrize(
+    ("method", "path"), [(e.method, e.path) for e in ENDPOINTS if not e.public]
+)
 def test_anonymous_gets_401(server, method, path):
     r = httpx.request(method, server.url + concrete(path), json={})
     assert r.status_code == 401, r.text
@@ -60,33 +78,54 @@ def test_anonymous_gets_401(server, method, path):
     assert r.headers["www-authenticate"] == "Bearer"
 
 
-@pytest.mark.parametrize(("method", "path"), [(e.method, e.path) for e in ENDPOINTS if not e.public])
+@pytest.mark.parametrize(
+    ("method", "path"), [(e.method, e.path) for e in ENDPOINTS if not e.public]
+)
 def test_garbage_token_gets_401(server, method, path):
-    r = httpx.request(method, server.url + concrete(path), json={},
-                      headers={"Authorization": "Bearer ekl_not-a-real-token"})
+    r = httpx.request(
+        method,
+        server.url + concrete(path),
+        json={},
+        headers={"Authorization": "Bearer ekl_not-a-real-token"},
+    )
     assert r.status_code == 401 and r.json()["error"]["code"] == "bad-token"
 
 
 @pytest.fixture
 def user_token(server, admin_token, api_login):
     auth = {"Authorization": f"Bearer {admin_token}"}
-    httpx.post(f"{server.url}/api/users", json={"username": "alice", "password": "alice-pass"},
-               headers=auth).raise_for_status()
-    httpx.post(f"{server.url}/api/workspaces", json={"name": "dev"}, headers=auth).raise_for_status()
-    httpx.post(f"{server.url}/api/workspaces/dev/datasets/finance/sync", headers=auth,
-               json={"cases": [{"id": "c1", "content": {"input": {"q": "x"}}}]}).raise_for_status()
+    httpx.post(
+        f"{server.url}/api/users",
+        json={"username": "alice", "password": "alice-pass"},
+        headers=auth,
+    ).raise_for_status()
+    httpx.post(
+        f"{server.url}/api/workspaces", json={"name": "dev"}, headers=auth
+    ).raise_for_status()
+    httpx.post(
+        f"{server.url}/api/workspaces/dev/datasets/finance/sync",
+        headers=auth,
+        json={"cases": [{"id": "c1", "content": {"input": {"q": "x"}}}]},
+    ).raise_for_status()
     return api_login("alice", "alice-pass")
 
 
-BODIES = {"/api/users": {"username": "zed"}, "/api/workspaces": {"name": "qa"},
-          "/api/workspaces/{workspace}/members": {"username": "alice", "role": "writer"},
-          "/api/workspaces/{workspace}/promotion": {"target": "alice"}}
+BODIES = {
+    "/api/users": {"username": "zed"},
+    "/api/workspaces": {"name": "qa"},
+    "/api/workspaces/{workspace}/members": {"username": "alice", "role": "writer"},
+    "/api/workspaces/{workspace}/promotion": {"target": "alice"},
+}
 
 
 @pytest.mark.parametrize(("method", "path"), sorted(ADMIN_ONLY))
 def test_admin_routes_refuse_users_with_the_rule(server, user_token, method, path):
-    r = httpx.request(method, server.url + concrete(path), json=BODIES.get(path, {}),
-                      headers={"Authorization": f"Bearer {user_token}"})
+    r = httpx.request(
+        method,
+        server.url + concrete(path),
+        json=BODIES.get(path, {}),
+        headers={"Authorization": f"Bearer {user_token}"},
+    )
     assert r.status_code == 403, r.text
     error = r.json()["error"]
     assert error["code"] == "admin-only"
@@ -102,7 +141,9 @@ def test_every_non_public_route_is_classified(server):
     assert not unclassified, f"classify these routes in test_api_access.py: {unclassified}"
 
 
-@pytest.mark.parametrize("path", sorted({e.path for e in ENDPOINTS if e.method == "GET" and not e.public}))
+@pytest.mark.parametrize(
+    "path", sorted({e.path for e in ENDPOINTS if e.method == "GET" and not e.public})
+)
 def test_reads_open_to_any_user(server, user_token, path):
     r = httpx.get(server.url + concrete(path), headers={"Authorization": f"Bearer {user_token}"})
     assert r.status_code == 200, r.text
@@ -125,8 +166,9 @@ def test_malformed_bodies_are_400_naming_the_field(server, admin_token):
 
 def test_oversized_body_is_413(server, admin_token):
     big = b'{"username": "' + b"a" * (9 * 2**20) + b'"}'
-    r = httpx.post(f"{server.url}/api/users", content=big,
-                   headers={"Authorization": f"Bearer {admin_token}"})
+    r = httpx.post(
+        f"{server.url}/api/users", content=big, headers={"Authorization": f"Bearer {admin_token}"}
+    )
     assert r.status_code == 413 and r.json()["error"]["code"] == "too-large"
 
 

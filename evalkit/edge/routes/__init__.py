@@ -3,5 +3,9 @@
 from evalkit.edge.endpoint import Endpoint
 from evalkit.edge.routes import accounts, datasets, meta, workspaces
 
-ENDPOINTS: list[Endpoint] = [*meta.ENDPOINTS, *accounts.ENDPOINTS, *workspaces.ENDPOINTS,
-                           *datasets.ENDPOINTS]
+ENDPOINTS: list[Endpoint] = [
+    *meta.ENDPOINTS,
+    *accounts.ENDPOINTS,
+    *workspaces.ENDPOINTS,
+    *datasets.ENDPOINTS,
+]
