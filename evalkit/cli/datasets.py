@@ -237,6 +237,13 @@ def sync(
                 wire.FixtureQuery(sha256=sorted(by_sha)),
                 type=wire.FixtureMissing,
             )
+            too_big = [by_sha[d] for d in answer.missing if by_sha[d].size > answer.max_bytes]
+            if too_big:
+                raise CliError(
+                    f"fixture {too_big[0].key} ({too_big[0].path}) is {too_big[0].size} bytes, "
+                    f"over this server's limit of {answer.max_bytes} bytes: shrink the file, or "
+                    "ask the server's admin to raise max_fixture_bytes [fixture-too-large]"
+                )
             for number, digest in enumerate(answer.missing, 1):
                 ref = by_sha[digest]
                 note(

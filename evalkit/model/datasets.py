@@ -95,6 +95,8 @@ class FixtureQuery(Input):
 class FixtureMissing(Output):
     missing: list[str]
     """The asked-for sha256 values whose bytes the server does not hold: upload these."""
+    max_bytes: int
+    """The largest fixture the server accepts (its ``max_fixture_bytes``)."""
 
 
 class Fixture(Output):

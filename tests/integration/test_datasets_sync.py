@@ -27,3 +27,175 @@ def test_sync_twice_second_is_a_no_op(cli, server, tmp_path):
     assert "0 fixture(s) uploaded (0.0 MB), 1 already on the server" in again.out
     with psycopg.connect(server.db_url) as conn:
         assert conn.execute("SELECT count(*) FROM case_versions").fetchone()[0] == 2
+
+
+def _show(cli, ref: str) -> dict:
+    result = cli("cases", "show", ref, "--json")
+    assert result.code == 0, result.err
+    return result.json
+
+
+def test_edit_remove_readd_keeps_history(cli, server, tmp_path):
+    login(cli, server)
+    repo = Repo(tmp_path / "repo")
+    suite = repo.suite("finance")
+    repo.case("finance", "a")
+    repo.case("finance", "b")
+    assert cli("sync", str(suite), "--branch", "main", "--sha", "1" * 40).code == 0
+
+    repo.case("finance", "a", answer="five")
+    (suite / "b.yaml").unlink()
+    second = cli("sync", str(suite), "--json", "--branch", "feature", "--sha", "2" * 40)
+    assert second.code == 0, second.err
+    assert second.json["changed"] == ["a"] and second.json["removed"] == ["b"]
+
+    listed = cli("cases", "list", "finance", "--json").json
+    assert [(c["id"], c["version"], c["removed"]) for c in listed] == [
+        ("a", 2, False),
+        ("b", 1, True),
+    ]
+    shown = cli("datasets", "show", "finance", "--json").json
+    assert shown["cases"] == 1 and shown["review"]["removed"] == 1
+    assert shown["last_sync"]["branch"] == "feature" and shown["last_sync"]["sha"] == "2" * 40
+    assert shown["last_sync"]["actor"] == "admin"
+
+    repo.case("finance", "b")
+    third = cli("sync", str(suite), "--json", "--branch", "main", "--sha", "3" * 40)
+    assert third.json["restored"] == ["b"] and third.json["unchanged"] == 1
+    b = _show(cli, "b")
+    assert [e["kind"] for e in b["events"]] == ["add", "remove", "restore"]
+    assert [v["version"] for v in b["versions"]] == [1] and not b["versions"][0]["removed"]
+    a = _show(cli, "a")
+    assert [v["version"] for v in a["versions"]] == [2, 1]
+    assert a["content"]["expected"] == {"answer": "five"}
+    assert [(e["kind"], e["branch"]) for e in a["events"]] == [
+        ("add", "main"),
+        ("change", "feature"),
+    ]
+    # restored with other content: a new version
+    (suite / "b.yaml").unlink()
+    cli("sync", str(suite))
+    repo.case("finance", "b", answer="changed")
+    fourth = cli("sync", str(suite), "--json").json
+    assert fourth["restored"] == ["b"]
+    assert [v["version"] for v in _show(cli, "b")["versions"]] == [2, 1]
+    text = cli("cases", "show", "b")
+    assert text.code == 0 and "VERSION" in text.out and "restore" in text.out
+
+
+def test_branch_and_sha_come_from_git(cli, server, tmp_path):
+    import subprocess
+
+    login(cli, server)
+    repo = Repo(tmp_path / "repo")
+    repo.case("finance", "a")
+    git = ["git", "-C", str(repo.root), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", "-b", "topic"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    out = cli("sync", str(repo.suite("finance")), "--json")
+    assert out.json["branch"] == "topic" and out.json["sha"] == head.strip()
+    table = cli("datasets", "list")
+    assert table.out.split("\n")[0].split()[:2] == ["DATASET", "CASES"]
+    assert f"topic@{head[:12]} by admin" in table.out
+
+
+def test_changed_fixture_bytes_make_a_new_version(cli, server, tmp_path):
+    login(cli, server)
+    repo = Repo(tmp_path / "repo")
+    repo.fixture("doc", b"version one")
+    repo.case("finance", "a", files="doc")
+    repo.case("finance", "b")
+    assert cli("sync", str(repo.suite("finance"))).code == 0
+    repo.fixture("doc", b"version two")
+    out = cli("sync", str(repo.suite("finance")), "--json").json
+    assert out["changed"] == ["a"] and out["unchanged"] == 1 and out["fixtures_uploaded"] == 1
+    versions = _show(cli, "a")["versions"]
+    assert versions[0]["fixtures"]["doc"]["sha256"] != versions[1]["fixtures"]["doc"]["sha256"]
+
+
+def test_fixtures_deduplicated_across_datasets_and_branches(cli, server, tmp_path):
+    login(cli, server)
+    repo = Repo(tmp_path / "repo")
+    repo.fixture("shared", b"same bytes" * 1000)
+    repo.fixture("copy", b"same bytes" * 1000, name="copy.bin")
+    repo.case("finance", "f1", files="shared")
+    repo.case("support", "s1", files="copy")
+    first = cli("sync", str(repo.suite("finance")), "--json", "--branch", "main").json
+    assert first["fixtures_uploaded"] == 1
+    other = cli("sync", str(repo.suite("support")), "--json", "--branch", "dev").json
+    assert other["fixtures_uploaded"] == 0 and other["fixtures_on_server"] == 1
+    # another branch changes the file: new bytes, new key; the old bytes stay
+    repo.fixture("shared", b"other bytes")
+    third = cli("sync", str(repo.suite("finance")), "--json", "--branch", "topic").json
+    assert third["fixtures_uploaded"] == 1
+    with psycopg.connect(server.db_url) as conn:
+        rows = conn.execute("SELECT sha256, blob_key FROM fixtures ORDER BY size").fetchall()
+    assert len(rows) == 2
+    blobs = server.settings.data_path / "blobs"
+    stored = sorted(p.name for p in blobs.rglob("*") if p.is_file())
+    assert stored == sorted(r[0] for r in rows)
+    assert all(key.endswith(sha) for sha, key in rows)
+
+
+def test_sync_into_shared_workspace_and_actor_rules(cli, server, tmp_path, admin_token):
+    from tests.integration.datasets_helpers import add_user
+
+    login(cli, server)
+    assert cli("workspaces", "create", "dev").code == 0
+    writer = add_user(server, admin_token, "wendy", member_of="dev")
+    reader = add_user(server, admin_token, "rita")
+    repo = Repo(tmp_path / "repo")
+    repo.case("finance", "a")
+    suite = str(repo.suite("finance"))
+
+    refused = cli("sync", suite, "--workspace", "dev", token=reader)
+    assert refused.code == 1
+    assert "rita is not a writer of @dev" in refused.err and "[shared-writers-write]" in refused.err
+    as_writer = cli("sync", suite, "--workspace", "dev", "--actor", "rita", token=writer)
+    assert as_writer.code == 1 and "[admin-only]" in as_writer.err
+    ok = cli("sync", suite, "--workspace", "dev", "--json", token=writer)
+    assert ok.code == 0 and ok.json["actor"] == "wendy"
+    repo.case("finance", "b")
+    by_admin = cli("sync", suite, "--workspace", "dev", "--actor", "wendy", "--json")
+    assert by_admin.code == 0 and by_admin.json["actor"] == "wendy"
+    events = _show(cli, "b@dev")["events"]
+    assert events[0]["actor"] == "wendy"
+    other = cli("sync", suite, "--workspace", "admin", token=writer)
+    assert other.code == 1 and "[personal-owner-writes]" in other.err
+
+
+def test_sync_is_one_transaction(cli, server, tmp_path):
+    """A sync refused half-way (a case id another dataset holds) leaves nothing behind."""
+    login(cli, server)
+    repo = Repo(tmp_path / "repo")
+    repo.case("finance", "shared-id")
+    assert cli("sync", str(repo.suite("finance"))).code == 0
+    repo.case("support", "fresh")
+    repo.case("support", "shared-id")
+    refused = cli("sync", str(repo.suite("support")))
+    assert refused.code == 1
+    assert "shared-id (in finance)" in refused.err and "[case-id-taken]" in refused.err
+    with psycopg.connect(server.db_url) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
+        cases = [r[0] for r in conn.execute("SELECT case_id FROM cases")]
+    assert names == ["finance"] and cases == ["shared-id"]
+
+
+def test_overlay_to_a_missing_target_is_refused(cli, server, tmp_path):
+    login(cli, server)
+    repo = Repo(tmp_path / "repo")
+    repo.case("finance", "refund")
+    repo.case("finance-eu", "refund-eu", text="overlay: refund\nexpected:\n  answer: 14 days\n")
+    repo.case("finance-eu", "ghost-eu", text="overlay: ghost\n")
+    suite = str(repo.suite("finance-eu"))
+    refused = cli("sync", suite)
+    assert refused.code == 1
+    assert "ghost" in refused.err and "[overlay-target-missing]" in refused.err
+    assert cli("sync", str(repo.suite("finance"))).code == 0
+    (repo.suite("finance-eu") / "ghost-eu.yaml").unlink()
+    ok = cli("sync", suite, "--json")
+    assert ok.code == 0, ok.err
+    listed = cli("cases", "list", "finance-eu", "--json").json
+    assert listed[0]["overlay_target"] == "refund"

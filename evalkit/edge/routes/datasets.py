@@ -78,7 +78,8 @@ async def fixtures_missing(call: Call) -> wire.FixtureMissing:
         ws = await get_workspace(conn, call.actor, call.param("workspace"))
         access.require_sync(call.actor, ws.facts)
         body: wire.FixtureQuery = await call.payload()
-        return wire.FixtureMissing(missing=await datasets.missing_fixtures(conn, body.sha256))
+        missing = await datasets.missing_fixtures(conn, body.sha256)
+    return wire.FixtureMissing(missing=missing, max_bytes=call.settings.max_fixture_bytes)
 
 
 async def fixtures_put(call: Call) -> wire.Fixture:
