@@ -5,15 +5,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import App, Parameter
 
-from evalkit import __version__, serve
+from evalkit import __version__
 from evalkit.cli.app import JsonFlag, app
 from evalkit.cli.output import emit_json, note, say
 from evalkit.config import Settings, load_settings
-from evalkit.sql import migrate
+
+if TYPE_CHECKING:
+    # imported inside the commands: alembic and SQLAlchemy take a second and a half to load,
+    # which every other CLI command (sync in CI, for one) would pay on each start
+    from evalkit import serve
 
 ConfigOpt = Annotated[
     Path | None,
@@ -64,6 +68,7 @@ def server(
     (`evalkit db upgrade`). The first start needs EVALKIT_ADMIN_PASSWORD to create `admin`.
     Every setting can also come from an EVALKIT_* environment variable (docs/config.md).
     """
+    from evalkit import serve
     settings = _settings(config, data_dir)
     if host is not None:
         settings.server.host = host
@@ -79,6 +84,7 @@ def server(
 
 
 async def _serve(settings: Settings, target: serve.DatabaseTarget, with_worker: bool) -> None:
+    from evalkit import serve
     ready = asyncio.Event()
 
     async def announce() -> None:
@@ -109,6 +115,7 @@ def worker(
 
     Run as many as you like against one database; each job runs once.
     """
+    from evalkit import serve
     settings = _settings(config, data_dir)
     if concurrency is not None:
         settings.worker.concurrency = concurrency
@@ -132,6 +139,8 @@ def db_upgrade(
     *, config: ConfigOpt = None, data_dir: DataDirOpt = None, json: JsonFlag = False
 ) -> int:
     """Apply pending migrations (run before starting a new server version)."""
+    from evalkit import serve
+    from evalkit.sql import migrate
     settings = _settings(config, data_dir)
     with serve.database_for(settings) as target:
         before, after = migrate.upgrade(target.url)
@@ -149,6 +158,8 @@ def db_status(
     *, config: ConfigOpt = None, data_dir: DataDirOpt = None, json: JsonFlag = False
 ) -> int:
     """Show the database's schema revision and the one this evalkit needs; exit 1 if behind."""
+    from evalkit import serve
+    from evalkit.sql import migrate
     settings = _settings(config, data_dir)
     with serve.database_for(settings) as target:
         current = migrate.current_revision(target.url)
