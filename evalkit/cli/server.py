@@ -69,6 +69,7 @@ def server(
     Every setting can also come from an EVALKIT_* environment variable (docs/config.md).
     """
     from evalkit import serve
+
     settings = _settings(config, data_dir)
     if host is not None:
         settings.server.host = host
@@ -85,6 +86,7 @@ def server(
 
 async def _serve(settings: Settings, target: serve.DatabaseTarget, with_worker: bool) -> None:
     from evalkit import serve
+
     ready = asyncio.Event()
 
     async def announce() -> None:
@@ -116,6 +118,7 @@ def worker(
     Run as many as you like against one database; each job runs once.
     """
     from evalkit import serve
+
     settings = _settings(config, data_dir)
     if concurrency is not None:
         settings.worker.concurrency = concurrency
@@ -141,6 +144,7 @@ def db_upgrade(
     """Apply pending migrations (run before starting a new server version)."""
     from evalkit import serve
     from evalkit.sql import migrate
+
     settings = _settings(config, data_dir)
     with serve.database_for(settings) as target:
         before, after = migrate.upgrade(target.url)
@@ -160,6 +164,7 @@ def db_status(
     """Show the database's schema revision and the one this evalkit needs; exit 1 if behind."""
     from evalkit import serve
     from evalkit.sql import migrate
+
     settings = _settings(config, data_dir)
     with serve.database_for(settings) as target:
         current = migrate.current_revision(target.url)
