@@ -18,6 +18,7 @@ from evalkit.auth.access import ANONYMOUS, Actor
 from evalkit.db import Database, IntegrityError
 from evalkit.errors import ApiError, BadRequest, DatabaseError, TooLarge, Unauthorized
 from evalkit.model import api
+from evalkit.store.accounts import resolve_login_token
 
 MAX_JSON_BODY = 8 * 2**20
 
@@ -98,8 +99,6 @@ class Endpoint:
 
 async def authenticate(call: Call) -> None:
     """Resolve ``Authorization: Bearer <token>`` to an actor; no header leaves it anonymous."""
-    from evalkit.store.accounts import resolve_login_token
-
     header = call.request.headers.get("authorization")
     if not header:
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import psycopg
@@ -39,8 +40,14 @@ def alembic_config(url: str) -> Config:
     return config
 
 
+@functools.cache
+def _scripts() -> ScriptDirectory:
+    """The revision files, read once per process (readiness probes ask for the head often)."""
+    return ScriptDirectory.from_config(alembic_config("postgresql://"))
+
+
 def head_revision() -> str:
-    head = ScriptDirectory.from_config(alembic_config("postgresql://")).get_current_head()
+    head = _scripts().get_current_head()
     assert head is not None
     return head
 
@@ -74,7 +81,7 @@ def require_head(url: str) -> None:
         raise DatabaseError(
             "the database has no evalkit schema yet; run `evalkit db upgrade` to create it"
         )
-    known = {s.revision for s in ScriptDirectory.from_config(alembic_config(url)).walk_revisions()}
+    known = {s.revision for s in _scripts().walk_revisions()}
     if current not in known:
         raise DatabaseError(
             f"the database is at revision {current}, which this evalkit does not know: it was "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from evalkit.auth import passwords, tokens
@@ -107,11 +109,11 @@ async def issue_login_token(conn: Conn, user_row: dict[str, Any], ttl_hours: int
     return api.Session(token=token, expires_at=stored["expires_at"], user=user_from_row(user_row))
 
 
+@dataclass(frozen=True, slots=True)
 class ResolvedToken:
-    __slots__ = ("actor", "expires_at", "token_id")
-
-    def __init__(self, actor: Actor, token_id: int, expires_at: Any) -> None:
-        self.actor, self.token_id, self.expires_at = actor, token_id, expires_at
+    actor: Actor
+    token_id: int
+    expires_at: datetime
 
 
 async def resolve_login_token(conn: Conn, token: str) -> ResolvedToken:

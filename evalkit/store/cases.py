@@ -210,26 +210,31 @@ async def _promote(
             case_ids=_json.encode([case["case_id"]]).decode(),
         )
         case_pk, number = rows[0]["case_pk"], 1
+        version_id = await _insert_approved_copy(conn, actor, case_pk, number, version)
     else:
         case_pk = existing["case_pk"]
-        prior = await conn.all("case_version_list", case_pk=case_pk)
-        latest = prior[0]
+        latest = (await conn.all("case_version_list", case_pk=case_pk))[0]
         if latest["version_hash"] == version["version_hash"]:
-            await conn.execute(
-                "case_version_set_approved_restored", version_id=latest["version_id"]
-            )
-            await conn.execute(
-                "case_event_insert",
-                case_pk=case_pk,
-                version_id=latest["version_id"],
-                kind="promotion",
-                actor_id=actor.user_id,
-                comment=origin,
-            )
-            return wire.Promoted(
-                case=case["case_id"], dataset=dataset, workspace=tgt_name, version=latest["version"]
-            )
-        number = latest["version"] + 1
+            number, version_id = latest["version"], latest["version_id"]
+            await conn.execute("case_version_set_approved_restored", version_id=version_id)
+        else:
+            number = latest["version"] + 1
+            version_id = await _insert_approved_copy(conn, actor, case_pk, number, version)
+    await conn.execute(
+        "case_event_insert",
+        case_pk=case_pk,
+        version_id=version_id,
+        kind="promotion",
+        actor_id=actor.user_id,
+        comment=origin,
+    )
+    return wire.Promoted(case=case["case_id"], dataset=dataset, workspace=tgt_name, version=number)
+
+
+async def _insert_approved_copy(
+    conn: Conn, actor: Actor, case_pk: int, number: int, version: dict[str, Any]
+) -> int:
+    """A new version ``number`` of ``case_pk`` with the content of ``version``, approved."""
     copy = {
         "case_pk": case_pk,
         "version": number,
@@ -245,12 +250,4 @@ async def _promote(
     inserted = await conn.all(
         "case_version_insert_many", actor_id=actor.user_id, rows=_json.encode([copy]).decode()
     )
-    await conn.execute(
-        "case_event_insert",
-        case_pk=case_pk,
-        version_id=inserted[0]["version_id"],
-        kind="promotion",
-        actor_id=actor.user_id,
-        comment=origin,
-    )
-    return wire.Promoted(case=case["case_id"], dataset=dataset, workspace=tgt_name, version=number)
+    return int(inserted[0]["version_id"])

@@ -115,29 +115,34 @@ async def known_custom_evaluators(conn: Conn, ws: WorkspaceRow, names: list[str]
     return set()
 
 
+async def ids_taken_elsewhere(
+    conn: Conn, ws: WorkspaceRow, case_ids: list[str], dataset_id: int
+) -> dict[str, str]:
+    """Case ids of ``case_ids`` that another dataset of the workspace uses -> that dataset."""
+    rows = await conn.all(
+        "case_list_taken", workspace_id=ws.id, case_ids=case_ids, dataset_id=dataset_id
+    )
+    return {r["case_id"]: r["dataset"] for r in rows}
+
+
+async def missing_overlay_targets(
+    conn: Conn, ws: WorkspaceRow, targets: list[str], dataset_id: int
+) -> list[str]:
+    """Overlay targets that are not live cases of another dataset of the workspace."""
+    live = await conn.all(
+        "case_list_live_targets", workspace_id=ws.id, case_ids=targets, dataset_id=dataset_id
+    )
+    return sorted(set(targets) - {r["case_id"] for r in live})
+
+
 async def lint_check(conn: Conn, ws: WorkspaceRow, query: wire.LintQuery) -> wire.LintAnswer:
-    own_id: int | None = None
-    if query.dataset is not None:
-        row = await conn.one("dataset_get_id", workspace_id=ws.id, name=query.dataset)
-        own_id = row["id"] if row else None
     taken: dict[str, str] = {}
     missing: list[str] = []
     if query.dataset is not None:
-        rows = await conn.all(
-            "case_list_taken",
-            workspace_id=ws.id,
-            case_ids=query.case_ids,
-            dataset_id=own_id if own_id is not None else -1,
-        )
-        taken = {r["case_id"]: r["dataset"] for r in rows}
-        live = await conn.all(
-            "case_list_live_targets",
-            workspace_id=ws.id,
-            case_ids=query.overlay_targets,
-            dataset_id=own_id if own_id is not None else -1,
-        )
-        found = {r["case_id"] for r in live}
-        missing = sorted(set(query.overlay_targets) - found)
+        row = await conn.one("dataset_get_id", workspace_id=ws.id, name=query.dataset)
+        own_id = row["id"] if row else -1  # a dataset not synced yet owns no case id
+        taken = await ids_taken_elsewhere(conn, ws, query.case_ids, own_id)
+        missing = await missing_overlay_targets(conn, ws, query.overlay_targets, own_id)
     known = await known_custom_evaluators(conn, ws, query.custom_evaluators)
     unknown = sorted(set(query.custom_evaluators) - known)
     return wire.LintAnswer(taken=taken, missing_targets=missing, unknown_custom_evaluators=unknown)
@@ -226,10 +231,9 @@ async def sync_dataset(
                 code="fixture-missing",
             )
     ids = [c["id"] for c in cases]
-    taken = await conn.all("case_list_taken", workspace_id=ws.id, case_ids=ids, dataset_id=ds_id)
+    taken = await ids_taken_elsewhere(conn, ws, ids, ds_id)
     if taken:
-        first = sorted(taken, key=lambda r: r["case_id"])
-        listed = ", ".join(f"{r['case_id']} (in {r['dataset']})" for r in first[:5])
+        listed = ", ".join(f"{cid} (in {ds})" for cid, ds in sorted(taken.items())[:5])
         raise Conflict(
             f"case ids are unique within @{ws.facts.name}, and {len(taken)} of this suite's "
             f"are used by another dataset: {listed}; rename those cases",
@@ -237,10 +241,7 @@ async def sync_dataset(
         )
     targets = sorted({c["overlay_target"] for c in cases if c["overlay_target"]})
     if targets:
-        live = await conn.all(
-            "case_list_live_targets", workspace_id=ws.id, case_ids=targets, dataset_id=ds_id
-        )
-        missing_targets = sorted(set(targets) - {r["case_id"] for r in live})
+        missing_targets = await missing_overlay_targets(conn, ws, targets, ds_id)
         if missing_targets:
             users = [c["id"] for c in cases if c["overlay_target"] in missing_targets]
             raise BadRequest(
@@ -314,36 +315,8 @@ async def sync_dataset(
             {"case_pk": pk, "version_id": version_ids[(pk, number)], "kind": kind, "comment": None}
             for kind, _, pk, number in versions
         )
-    if restore_only:
-        await conn.execute(
-            "case_version_set_removed_many",
-            removed=False,
-            version_ids=[r["version_id"] for r in restore_only],
-        )
-        events.extend(
-            {
-                "case_pk": r["case_pk"],
-                "version_id": r["version_id"],
-                "kind": "restore",
-                "comment": None,
-            }
-            for r in restore_only
-        )
-    if removed_rows:
-        await conn.execute(
-            "case_version_set_removed_many",
-            removed=True,
-            version_ids=[r["version_id"] for r in removed_rows],
-        )
-        events.extend(
-            {
-                "case_pk": r["case_pk"],
-                "version_id": r["version_id"],
-                "kind": "remove",
-                "comment": None,
-            }
-            for r in removed_rows
-        )
+    events.extend(await _set_removed(conn, restore_only, removed=False))
+    events.extend(await _set_removed(conn, removed_rows, removed=True))
     if events:
         await conn.execute(
             "case_event_insert_many",
@@ -372,6 +345,24 @@ async def sync_dataset(
         actor=actor_name,
         unknown_custom_evaluators=[n for n in custom if n not in known],
     )
+
+
+async def _set_removed(
+    conn: Conn, rows: list[dict[str, Any]], *, removed: bool
+) -> list[dict[str, Any]]:
+    """Flag the current versions in ``rows`` removed (or restored); returns their events."""
+    if not rows:
+        return []
+    await conn.execute(
+        "case_version_set_removed_many",
+        removed=removed,
+        version_ids=[r["version_id"] for r in rows],
+    )
+    kind = "remove" if removed else "restore"
+    return [
+        {"case_pk": r["case_pk"], "version_id": r["version_id"], "kind": kind, "comment": None}
+        for r in rows
+    ]
 
 
 def _custom_names(content: dict[str, Any]) -> list[str]:
