@@ -16,7 +16,7 @@ from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
 
 from evalkit.auth import passwords
-from evalkit.auth.secrets import generate_key
+from evalkit.auth.secrets import GENERATE_KEY_COMMAND, generate_key
 from evalkit.config import Settings
 from evalkit.db import Database
 from evalkit.embedded import EmbeddedPostgres
@@ -68,7 +68,7 @@ def ensure_encryption_key(settings: Settings, target: DatabaseTarget) -> Setting
     if not target.embedded:
         raise ConfigError(
             "encryption_key is not set; with an external database it must be set in config.yaml "
-            "or EVALKIT_ENCRYPTION_KEY (32 random bytes, base64; `evalkit init-server` writes one)"
+            f"or EVALKIT_ENCRYPTION_KEY (32 random bytes, base64): `{GENERATE_KEY_COMMAND}`"
         )
     key_file = settings.data_path / "encryption.key"
     if not key_file.exists():

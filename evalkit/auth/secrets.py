@@ -17,6 +17,10 @@ from evalkit.errors import ConfigError, EvalkitError
 
 _VERSION = "v1:"
 
+GENERATE_KEY_COMMAND = (
+    "python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())'"
+)
+
 
 def generate_key() -> str:
     return base64.b64encode(os.urandom(32)).decode()
@@ -26,8 +30,8 @@ class SecretBox:
     def __init__(self, key_b64: str | None) -> None:
         if not key_b64:
             raise ConfigError(
-                "encryption_key is not set; generate one with `evalkit init-server` or "
-                "`python -c 'import os,base64;print(base64.b64encode(os.urandom(32)).decode())'`"
+                f"encryption_key is not set; generate one with `{GENERATE_KEY_COMMAND}` and set "
+                "it in config.yaml or EVALKIT_ENCRYPTION_KEY"
             )
         try:
             key = base64.b64decode(key_b64, validate=True)

@@ -58,7 +58,3 @@ INSERT INTO fixtures (sha256, size, blob_key, created_by)
 VALUES (%(sha256)s, %(size)s, %(blob_key)s, %(actor_id)s)
 ON CONFLICT (sha256) DO NOTHING
 RETURNING sha256;
-
--- name: fixture_get :one
--- One fixture by sha256.
-SELECT sha256, size, blob_key, created_at FROM fixtures WHERE sha256 = %(sha256)s;

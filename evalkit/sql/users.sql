@@ -17,17 +17,8 @@ SELECT id, username, is_admin, created_at, disabled_at FROM users ORDER BY usern
 -- Whether at least one enabled admin exists (first-start bootstrap).
 SELECT EXISTS (SELECT 1 FROM users WHERE is_admin AND disabled_at IS NULL) AS exists;
 
--- name: user_count_other_enabled_admins :one
--- Enabled admins other than the given user (refuse to disable the last one).
-SELECT count(*) AS n FROM users
-WHERE is_admin AND disabled_at IS NULL AND id <> %(user_id)s;
-
 -- name: user_disable :one
 -- Disable a user; idempotent. Their login tokens are revoked by login_token_revoke_all.
 UPDATE users SET disabled_at = coalesce(disabled_at, now())
 WHERE username = %(username)s
 RETURNING id, username, is_admin, created_at, disabled_at;
-
--- name: user_set_password :exec
--- Replace a user's password hash.
-UPDATE users SET password_hash = %(password_hash)s WHERE id = %(user_id)s;

@@ -75,12 +75,10 @@ async def admin_exists(conn: Conn) -> bool:
 
 async def disable_user(conn: Conn, actor: Actor, username: str) -> api.User:
     target = await get_user(conn, username)
+    # Only admins disable users and nobody disables themselves, so an enabled admin always
+    # remains: no separate last-admin check is needed.
     if target["id"] == actor.user_id:
         raise BadRequest("you cannot disable yourself; ask another admin", code="disable-self")
-    if target["is_admin"]:
-        others = await conn.one("user_count_other_enabled_admins", user_id=target["id"])
-        if others is not None and others["n"] == 0:
-            raise BadRequest(f"{username} is the last enabled admin", code="last-admin")
     row = await conn.one("user_disable", username=username)
     assert row is not None
     await conn.execute("login_token_revoke_all", user_id=target["id"])

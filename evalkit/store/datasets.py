@@ -64,7 +64,11 @@ async def create_dataset(conn: Conn, actor: Actor, ws: WorkspaceRow, name: str) 
     check_name("dataset", name)
     row = await conn.one("dataset_insert", workspace_id=ws.id, name=name, actor_id=actor.user_id)
     if row is None:
-        raise Conflict(f"dataset {name}@{ws.facts.name} already exists", code="dataset-exists")
+        raise Conflict(
+            f"dataset {name}@{ws.facts.name} already exists; "
+            f"see `evalkit datasets show {name}@{ws.facts.name}`",
+            code="dataset-exists",
+        )
     return await get_dataset(conn, ws, name)
 
 

@@ -41,3 +41,12 @@ def test_every_statement_has_a_description():
         for i, line in enumerate(lines):
             if line.startswith("-- name: "):
                 assert lines[i + 1].startswith("-- "), f"{path.name}: {line} has no description"
+
+
+def test_every_statement_is_used():
+    """A statement no code names is dead SQL: delete it, or use it."""
+    from pathlib import Path
+
+    code = "\n".join(p.read_text() for p in Path(SQL_DIR).parent.rglob("*.py"))
+    unused = [name for name in queries if f'"{name}"' not in code]
+    assert not unused, f"SQL statements no code runs: {unused}"
