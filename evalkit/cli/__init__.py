@@ -12,7 +12,7 @@ def register() -> None:
     global _registered
     if _registered:
         return
-    from evalkit.cli import accounts, datasets, server, workspaces  # noqa: F401
+    from evalkit.cli import accounts, datasets, server, sync, workspaces  # noqa: F401
 
     _registered = True
 

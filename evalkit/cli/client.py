@@ -10,6 +10,9 @@ import msgspec
 
 from evalkit.cli import credentials
 from evalkit.cli.output import CliError
+from evalkit.errors import BadRequest
+from evalkit.model import api
+from evalkit.model.names import Ref, parse_ref
 
 SERVER_URL_ENV = "EVALKIT_SERVER_URL"
 TOKEN_ENV = "EVALKIT_TOKEN"
@@ -58,7 +61,7 @@ class Client:
                 f"the evalkit server at {self.base_url} did not answer in time"
             ) from None
         if response.status_code >= 400:
-            raise CliError(self._explain(response))
+            raise CliError(self.explain(response))
         if response.status_code == 204 or type is None:
             return None
         return msgspec.json.decode(response.content, type=type)
@@ -69,7 +72,8 @@ class Client:
     def post(self, path: str, json: Any = None, type: Any = None) -> Any:
         return self.request("POST", path, json=json if json is not None else {}, type=type)
 
-    def _explain(self, response: httpx.Response) -> str:
+    def explain(self, response: httpx.Response) -> str:
+        """One line from an error answer: the server's message and the rule's code."""
         try:
             error = response.json()["error"]
             code, message = error["code"], error["message"]
@@ -78,6 +82,18 @@ class Client:
         if code == "login-required":
             return f"not logged in to {self.base_url}: run `evalkit login`"
         return f"{message} [{code}]"
+
+    def personal_workspace(self) -> str:
+        me: api.WhoAmI = self.get("/api/auth/whoami", type=api.WhoAmI)
+        return me.personal_workspace
+
+    def resolve(self, text: str, what: str) -> Ref:
+        """``NAME@WORKSPACE``, or a bare ``NAME`` in the caller's personal workspace."""
+        try:
+            ref = parse_ref(text, what)
+        except BadRequest as exc:
+            raise CliError(exc.message, exit_code=2) from None
+        return ref if ref.workspace else ref.resolve(self.personal_workspace())
 
     def close(self) -> None:
         self.http.close()

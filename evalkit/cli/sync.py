@@ -1,0 +1,333 @@
+"""``evalkit lint`` and ``evalkit sync``: check a suite, then put it on the server."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import msgspec
+from cyclopts import Parameter
+
+from evalkit.cases import (
+    FixtureRef,
+    LintFinding,
+    ProjectConfig,
+    ProjectError,
+    ProjectNotFound,
+    Suite,
+    SuiteError,
+    format_report,
+    load_project,
+    load_suite,
+)
+from evalkit.cases.lint import analyze
+from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.client import Client
+from evalkit.cli.output import CliError, emit_json, note, say
+from evalkit.model import datasets as wire
+
+SuiteDir = Annotated[Path, Parameter(help="The suite directory; its name is the dataset name.")]
+_CHUNK = 1 << 20
+
+
+def _project(directory: Path) -> ProjectConfig | None:
+    try:
+        return load_project(directory)
+    except ProjectNotFound:
+        return None
+    except ProjectError as exc:
+        raise CliError(exc.message) from None
+
+
+# --------------------------------------------------------------------------- lint
+
+
+@app.command(name="lint")
+def lint(
+    directory: SuiteDir,
+    /,
+    *,
+    dataset: Annotated[
+        str | None,
+        Parameter(
+            help="The dataset this suite syncs into (NAME@WORKSPACE): check case ids and "
+            "overlay targets against the workspace's other datasets."
+        ),
+    ] = None,
+    offline: Annotated[bool, Parameter(help="Only the checks that need no server.")] = False,
+    json: JsonFlag = False,
+) -> int:
+    """Check a suite: errors (E-...) and warnings (W-...), one line each; exit 1 on errors.
+
+    Without --offline, lint also asks the server (it needs a login) about unknown custom
+    evaluators and, with --dataset, about case ids and overlay targets.
+    """
+    project = _project(directory)
+    analysis = analyze(directory, project)
+    report = analysis.report
+    if not offline and directory.is_dir():
+        report.findings.extend(_online_findings(analysis, dataset))
+        report.findings.sort(key=lambda f: (f.file, f.line or 0, f.code))
+    if json:
+        emit_json(
+            {
+                "dataset": report.dataset,
+                "ok": report.ok,
+                "errors": len(report.errors),
+                "warnings": len(report.warnings),
+                "findings": report.findings,
+            }
+        )
+    else:
+        say(format_report(report))
+    return report.exit_code
+
+
+def _online_findings(analysis: Any, dataset: str | None) -> list[LintFinding]:
+    report = analysis.report
+    with Client() as client:
+        ref = client.resolve(dataset or report.dataset, "dataset")
+        answer: wire.LintAnswer = client.post(
+            f"/api/workspaces/{ref.workspace}/lint",
+            wire.LintQuery(
+                dataset=ref.name if dataset else None,
+                case_ids=report.case_ids,
+                overlay_targets=sorted(report.overlay_targets),
+                custom_evaluators=sorted(report.custom_evaluators),
+            ),
+            type=wire.LintAnswer,
+        )
+    found: list[LintFinding] = []
+    for case in analysis.ids:
+        other = answer.taken.get(case.id)
+        if other is not None:
+            found.append(
+                LintFinding(
+                    code="E-CASE-ID-TAKEN",
+                    severity="error",
+                    file=case.file,
+                    line=case.id_line or 1,
+                    message=f"case id {case.id!r} is already a case of dataset {other}@"
+                    f"{ref.workspace}: case ids are unique within a workspace; rename it",
+                )
+            )
+    for target in answer.missing_targets:
+        for loc in report.overlay_targets.get(target, []):
+            found.append(
+                LintFinding(
+                    code="E-OVERLAY-TARGET",
+                    severity="error",
+                    file=loc.file,
+                    line=loc.line,
+                    message=f"overlay target {target!r} is no case of another dataset of "
+                    f"@{ref.workspace}: sync the target's dataset first, or fix `overlay:`",
+                )
+            )
+    for name in answer.unknown_custom_evaluators:
+        for loc in report.custom_evaluators.get(name, []):
+            found.append(
+                LintFinding(
+                    code="W-CUSTOM-UNKNOWN",
+                    severity="warning",
+                    file=loc.file,
+                    line=loc.line,
+                    message=f"@{ref.workspace} has no remote evaluator named {name!r}: register "
+                    "it, or pass a Python evaluator of that name to run_experiment",
+                )
+            )
+    return found
+
+
+# --------------------------------------------------------------------------- sync
+
+
+def _git(directory: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(directory), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out = done.stdout.strip()
+    return out if done.returncode == 0 and out else None
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
+
+
+def _read_chunks(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            yield chunk
+
+
+@app.command(name="sync")
+def sync(
+    directory: SuiteDir,
+    /,
+    *,
+    workspace: Annotated[
+        str | None, Parameter(help="Target workspace (default: your personal one).")
+    ] = None,
+    actor: Annotated[
+        str | None, Parameter(help="Record this user in the changelog (admins only).")
+    ] = None,
+    branch: Annotated[str | None, Parameter(help="Git branch to record (default: git's).")] = None,
+    sha: Annotated[str | None, Parameter(help="Commit sha to record (default: git's).")] = None,
+    json: JsonFlag = False,
+) -> int:
+    """Sync a suite into the dataset named after its directory.
+
+    Uploads only fixture bytes the server lacks, adds a new version only for changed cases,
+    soft-removes cases whose files are gone, and records the git branch and commit.
+    """
+    started = time.monotonic()
+    project = _project(directory)
+    try:
+        suite = load_suite(directory, project)
+    except SuiteError as exc:
+        note(format_report(exc.report))
+        raise CliError(f"{exc.report.dataset}: fix the errors above before syncing") from None
+    for warning in suite.warnings:
+        note(f"{warning.file}:{warning.line or ''}: {warning.code} {warning.message}")
+    branch = branch or _git(directory, "rev-parse", "--abbrev-ref", "HEAD")
+    if branch == "HEAD":
+        branch = None
+    sha = sha or _git(directory, "rev-parse", "HEAD")
+    with Client() as client:
+        ws = workspace or client.personal_workspace()
+        base = f"/api/workspaces/{ws}"
+        note(f"{suite.name}@{ws}: {len(suite.cases)} cases, {len(suite.fixtures)} fixtures")
+        used = {key for case in suite.cases for key in case.fixture_keys}
+        fixtures = {key: ref for key, ref in suite.fixtures.items() if key in used}
+        by_sha = {ref.sha256: ref for ref in fixtures.values()}
+        uploaded, uploaded_bytes = _upload_missing_fixtures(client, base, by_sha)
+        request = _sync_request(suite, fixtures, branch=branch, sha=sha, actor=actor)
+        note(f"sending {len(suite.cases)} cases")
+        result: wire.SyncResult = client.post(
+            f"{base}/datasets/{suite.name}/sync", request, type=wire.SyncResult
+        )
+    for name in result.unknown_custom_evaluators:
+        note(
+            f"W-CUSTOM-UNKNOWN @{ws} has no remote evaluator named {name!r} (expected for a "
+            "Python evaluator)"
+        )
+    if json:
+        out = msgspec.structs.asdict(result)
+        out |= {
+            "fixtures_uploaded": uploaded,
+            "fixture_bytes_uploaded": uploaded_bytes,
+            "fixtures_on_server": len(by_sha) - uploaded,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+        emit_json(out)
+        return 0
+    where = (
+        f" from {result.branch or '?'}@{(result.sha or '?')[:12]}"
+        if (result.branch or result.sha)
+        else ""
+    )
+    say(
+        f"synced {result.dataset}@{result.workspace}{where}"
+        f"{' (new dataset)' if result.created else ''}: "
+        f"{len(result.added)} added, {len(result.changed)} changed, {result.unchanged} unchanged, "
+        f"{len(result.removed)} removed, {len(result.restored)} restored; "
+        f"{uploaded} fixture(s) uploaded ({_megabytes(uploaded_bytes)}), "
+        f"{len(by_sha) - uploaded} already on the server"
+    )
+    for label, ids in (
+        ("added", result.added),
+        ("changed", result.changed),
+        ("restored", result.restored),
+        ("removed", result.removed),
+    ):
+        if ids:
+            shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+            say(f"  {label}: {shown}")
+    return 0
+
+
+def _upload_missing_fixtures(
+    client: Client, base: str, by_sha: dict[str, FixtureRef]
+) -> tuple[int, int]:
+    """Upload the fixtures the server lacks; returns (files, bytes) uploaded."""
+    if not by_sha:
+        return 0, 0
+    answer: wire.FixtureMissing = client.post(
+        f"{base}/fixtures/missing",
+        wire.FixtureQuery(sha256=sorted(by_sha)),
+        type=wire.FixtureMissing,
+    )
+    too_big = [by_sha[d] for d in answer.missing if by_sha[d].size > answer.max_bytes]
+    if too_big:
+        raise CliError(
+            f"fixture {too_big[0].key} ({too_big[0].path}) is {too_big[0].size} bytes, "
+            f"over this server's limit of {answer.max_bytes} bytes: shrink the file, or "
+            "ask the server's admin to raise max_fixture_bytes [fixture-too-large]"
+        )
+    uploaded_bytes = 0
+    for number, digest in enumerate(answer.missing, 1):
+        ref = by_sha[digest]
+        note(
+            f"uploading fixture {number}/{len(answer.missing)}: {ref.key} ({_megabytes(ref.size)})"
+        )
+        _upload(client, f"{base}/fixtures/{digest}", ref.path, ref.size)
+        uploaded_bytes += ref.size
+    return len(answer.missing), uploaded_bytes
+
+
+def _sync_request(
+    suite: Suite,
+    fixtures: dict[str, FixtureRef],
+    *,
+    branch: str | None,
+    sha: str | None,
+    actor: str | None,
+) -> wire.SyncRequest:
+    """The suite as the server takes it: each case with its fixtures pinned by sha256."""
+    return wire.SyncRequest(
+        cases=[
+            wire.SyncCase(
+                id=case.id,
+                source=case.source,
+                content=case.content,
+                fixtures={
+                    key: wire.FixturePin(
+                        sha256=fixtures[key].sha256,
+                        size=fixtures[key].size,
+                        context=fixtures[key].context,
+                    )
+                    for key in case.fixture_keys
+                },
+            )
+            for case in suite.cases
+        ],
+        branch=branch,
+        sha=sha,
+        actor=actor,
+    )
+
+
+def _upload(client: Client, path: str, file: Path, size: int) -> None:
+    try:
+        response = client.http.put(
+            path,
+            content=_read_chunks(file),
+            headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)},
+            timeout=600.0,
+        )
+    except OSError as exc:
+        raise CliError(f"cannot read fixture file {file}: {exc}") from None
+    except httpx.HTTPError as exc:
+        raise CliError(f"uploading {file} to {client.base_url} failed: {exc}") from None
+    if response.status_code >= 400:
+        raise CliError(f"{file}: {client.explain(response)}")
