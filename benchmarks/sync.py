@@ -10,15 +10,12 @@ re-sync with nothing changed.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -34,12 +31,6 @@ from evalkit.sql import migrate
 
 PASSWORD = "bench-password-1"
 TARGETS = {"first sync": 15.0, "no-change re-sync": 3.0}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_suite(root: Path, cases: int, fixtures: int) -> Path:
@@ -64,37 +55,10 @@ def write_suite(root: Path, cases: int, fixtures: int) -> Path:
     return suite
 
 
-def start_server(
-    db_url: str, data_dir: Path
-) -> tuple[str, asyncio.AbstractEventLoop, asyncio.Event, threading.Thread]:
+def start_server(db_url: str, data_dir: Path) -> serve.ThreadedServer:
     settings = Settings(data_dir=str(data_dir), encryption_key=generate_key())
-    settings.server.port = free_port()
-    started = threading.Event()
-    holder: dict[str, object] = {}
-
-    def main() -> None:
-        async def go() -> None:
-            holder["loop"] = asyncio.get_running_loop()
-            holder["stop"] = stop = asyncio.Event()
-            ready = asyncio.Event()
-            asyncio.create_task(ready.wait()).add_done_callback(lambda _: started.set())
-            await serve.run(
-                settings,
-                db_url,
-                edge=True,
-                stop=stop,
-                announce=ready,
-                env={"EVALKIT_ADMIN_PASSWORD": PASSWORD},
-            )
-
-        asyncio.run(go())
-
-    thread = threading.Thread(target=main, daemon=True)
-    thread.start()
-    if not started.wait(60):
-        raise SystemExit("the server did not start")
-    url = f"http://127.0.0.1:{settings.server.port}"
-    return url, holder["loop"], holder["stop"], thread  # type: ignore[return-value]
+    settings.server.port = serve.free_port()
+    return serve.ThreadedServer(settings, db_url, env={"EVALKIT_ADMIN_PASSWORD": PASSWORD})
 
 
 def timed_sync(suite: Path, env: dict[str, str]) -> float:
@@ -133,7 +97,8 @@ def main() -> None:
         parts = urlsplit(cluster.admin_url)
         db_url = urlunsplit(parts._replace(path="/bench"))
         migrate.upgrade(db_url)
-        url, loop, stop, thread = start_server(db_url, work / "data")
+        server = start_server(db_url, work / "data")
+        url = server.url
         token = httpx.post(
             f"{url}/api/auth/login", json={"username": "admin", "password": PASSWORD}
         ).json()["token"]
@@ -154,8 +119,7 @@ def main() -> None:
         for name, seconds in figures.items():
             target = TARGETS[name]
             print(f"{name:<20}{seconds:>9.2f}{target:>8.0f}s{seconds / target:>8.2f}")
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(30)
+        server.stop()
     finally:
         cluster.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -209,3 +210,59 @@ def public_url(settings: Settings) -> str:
         return settings.server.public_url.rstrip("/")
     host = settings.server.host
     return f"http://{'[' + host + ']' if ':' in host else host}:{settings.server.port}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (for tests, benchmarks and `evalkit try`)."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+class ThreadedServer:
+    """The edge (and optionally a worker) on its own event loop in a background thread, for
+    code that runs a server beside other work in one process. ``stop()`` ends it."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        db_url: str,
+        *,
+        worker: bool = False,
+        env: dict[str, str] | None = None,
+        start_timeout: float = 60,
+    ) -> None:
+        self.settings = settings
+        self.db_url = db_url
+        self.url = public_url(settings)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        started = threading.Event()
+
+        async def main() -> None:
+            self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+            ready = asyncio.Event()
+            asyncio.create_task(ready.wait()).add_done_callback(lambda _: started.set())
+            await run(settings, db_url, worker=worker, stop=self._stop, announce=ready, env=env)
+
+        def thread_main() -> None:
+            try:
+                asyncio.run(main())
+            except BaseException as exc:
+                self._error = exc
+                started.set()
+
+        self._thread = threading.Thread(target=thread_main, name="evalkit-server", daemon=True)
+        self._thread.start()
+        if not started.wait(start_timeout):
+            raise EvalkitError(f"the server did not start within {start_timeout:.0f} s")
+        if self._error is not None:
+            raise self._error
+
+    def stop(self, timeout: float = 30) -> None:
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise EvalkitError(f"the server did not stop within {timeout:.0f} s")

@@ -3,14 +3,11 @@ migrated template, the edge on a loopback port, and the real CLI run in-process.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import itertools
 import os
-import socket
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,70 +102,38 @@ def database_url(new_database: callable) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from evalkit.serve import free_port as pick
+
+    return pick()
 
 
 @dataclass
 class RunningServer:
+    """A ThreadedServer plus the database it serves, for tests."""
+
     url: str
     db_url: str
     settings: Settings
-    _loop: asyncio.AbstractEventLoop
-    _stop: asyncio.Event
-    _thread: threading.Thread
-    error: BaseException | None = None
+    _server: object
 
     def stop(self) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=30)
-        assert not self._thread.is_alive(), "the test server did not stop"
+        self._server.stop()  # type: ignore[attr-defined]
 
 
 def start_server(
     db_url: str, tmp_path: Path, *, worker: bool = False, **auth: object
 ) -> RunningServer:
-    from evalkit import serve
     from evalkit.auth.secrets import generate_key
+    from evalkit.serve import ThreadedServer
 
     settings = Settings(data_dir=str(tmp_path / "data"), encryption_key=generate_key())
     settings.server.port = free_port()
     for key, value in auth.items():
         setattr(settings.auth, key, value)
-    started = threading.Event()
-    holder: dict[str, object] = {}
-
-    def main() -> None:
-        async def go() -> None:
-            holder["loop"] = asyncio.get_running_loop()
-            holder["stop"] = stop = asyncio.Event()
-            ready = asyncio.Event()
-            waiter = asyncio.create_task(ready.wait())
-            waiter.add_done_callback(lambda _: started.set())
-            await serve.run(
-                settings,
-                db_url,
-                edge=True,
-                worker=worker,
-                stop=stop,
-                announce=ready,
-                env={"EVALKIT_ADMIN_PASSWORD": ADMIN_PASSWORD},
-            )
-
-        try:
-            asyncio.run(go())
-        except BaseException as exc:
-            holder["error"] = exc
-            started.set()
-
-    thread = threading.Thread(target=main, name="evalkit-test-server", daemon=True)
-    thread.start()
-    assert started.wait(30), "the test server did not start"
-    if "error" in holder:
-        raise holder["error"]  # type: ignore[misc]
-    url = f"http://127.0.0.1:{settings.server.port}"
-    return RunningServer(url, db_url, settings, holder["loop"], holder["stop"], thread)  # type: ignore[arg-type]
+    running = ThreadedServer(
+        settings, db_url, worker=worker, env={"EVALKIT_ADMIN_PASSWORD": ADMIN_PASSWORD}
+    )
+    return RunningServer(running.url, db_url, settings, running)
 
 
 @pytest.fixture
