@@ -9,6 +9,42 @@ import httpx
 import pytest
 
 from evalkit.edge.routes import ENDPOINTS
+from tests.conftest import ADMIN_PASSWORD, start_server
+
+
+# One server for the whole module: every check here is read-only or refused, and a server
+# per parametrized route would cost half a second each.
+@pytest.fixture(scope="module")
+def server(pg_admin_url, template_url, tmp_path_factory):
+    import psycopg
+
+    from tests.conftest import with_database
+
+    name = "evalkit_access_walk"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE evalkit_template")
+    running = start_server(with_database(pg_admin_url, name), tmp_path_factory.mktemp("walk"))
+    try:
+        yield running
+    finally:
+        running.stop()
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def login(server, username: str, password: str) -> str:
+    response = httpx.post(
+        f"{server.url}/api/auth/login", json={"username": username, "password": password}
+    )
+    assert response.status_code == 200, response.text
+    return response.json()["token"]
+
+
+@pytest.fixture(scope="module")
+def admin_token(server):
+    return login(server, "admin", ADMIN_PASSWORD)
+
 
 PUBLIC = {
     ("GET", "/healthz"),
@@ -91,8 +127,8 @@ def test_garbage_token_gets_401(server, method, path):
     assert r.status_code == 401 and r.json()["error"]["code"] == "bad-token"
 
 
-@pytest.fixture
-def user_token(server, admin_token, api_login):
+@pytest.fixture(scope="module")
+def user_token(server, admin_token):
     auth = {"Authorization": f"Bearer {admin_token}"}
     httpx.post(
         f"{server.url}/api/users",
@@ -107,7 +143,7 @@ def user_token(server, admin_token, api_login):
         headers=auth,
         json={"cases": [{"id": "c1", "content": {"input": {"q": "x"}}}]},
     ).raise_for_status()
-    return api_login("alice", "alice-pass")
+    return login(server, "alice", "alice-pass")
 
 
 BODIES = {
