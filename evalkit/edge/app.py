@@ -82,6 +82,5 @@ def create_app(settings: Settings, db: Database, *, manage_pool: bool = True) ->
     )
     app.state.settings = settings
     app.state.db = db
-    app.state.blobs = None
-    # the blob store, opened from settings.resolved_blob_url on first use
+    app.state.blobs = None  # opened on first use: a gs:// client is not free to create
     return app
