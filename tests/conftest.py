@@ -8,7 +8,7 @@ import itertools
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -121,8 +121,14 @@ class RunningServer:
 
 
 def start_server(
-    db_url: str, tmp_path: Path, *, worker: bool = False, **auth: object
+    db_url: str,
+    tmp_path: Path,
+    *,
+    worker: bool = False,
+    configure: Callable[[Settings], None] | None = None,
+    **auth: object,
 ) -> RunningServer:
+    """A real edge (and worker) in a thread; ``configure`` edits the settings first."""
     from evalkit.auth.secrets import generate_key
     from evalkit.serve import ThreadedServer
 
@@ -130,6 +136,8 @@ def start_server(
     settings.server.port = free_port()
     for key, value in auth.items():
         setattr(settings.auth, key, value)
+    if configure is not None:
+        configure(settings)
     running = ThreadedServer(
         settings, db_url, worker=worker, env={"EVALKIT_ADMIN_PASSWORD": ADMIN_PASSWORD}
     )

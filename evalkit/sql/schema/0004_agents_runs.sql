@@ -8,7 +8,7 @@ CREATE TABLE agents (
     workspace_id            bigint NOT NULL REFERENCES workspaces (id) ON DELETE CASCADE,
     name                    text NOT NULL,
     harness_url             text,
-    api_key                 bytea,
+    api_key                 text,
     api_key_env             text,
     trajectory_source       text NOT NULL DEFAULT 'harness',
     max_concurrent_runs     integer NOT NULL DEFAULT 4,
