@@ -1,0 +1,1 @@
+"""The Harness API: evalkit's client for it, the harness check, and a reference harness."""
