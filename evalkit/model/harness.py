@@ -43,7 +43,8 @@ PROVIDES = (
 
 
 class _Wire(msgspec.Struct, kw_only=True, omit_defaults=True):
-    pass
+    """msgspec does not inherit ``kw_only``: a subclass with a required field after an
+    optional one says ``kw_only=True`` again."""
 
 
 class Accepts(_Wire):
@@ -90,7 +91,7 @@ class InputFile(_Wire):
     url: str | None = None
 
 
-class RunMetadata(_Wire):
+class RunMetadata(_Wire, kw_only=True):
     experiment_id: int | None = None
     case_id: str
     repetition: Annotated[int, Meta(ge=1)] = 1
@@ -98,7 +99,7 @@ class RunMetadata(_Wire):
     split: str | None = None
 
 
-class RunStart(_Wire):
+class RunStart(_Wire, kw_only=True):
     """POST /runs. ``evalkit_run_id`` is an idempotency key: a harness that receives the
     same value twice must answer with the run it already started, not start another."""
 
