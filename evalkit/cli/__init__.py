@@ -12,7 +12,15 @@ def register() -> None:
     global _registered
     if _registered:
         return
-    from evalkit.cli import accounts, datasets, server, sync, workspaces  # noqa: F401
+    from evalkit.cli import (  # noqa: F401
+        accounts,
+        contracts,
+        datasets,
+        harness,
+        server,
+        sync,
+        workspaces,
+    )
 
     _registered = True
 
