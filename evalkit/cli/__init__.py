@@ -14,6 +14,7 @@ def register() -> None:
         return
     from evalkit.cli import (  # noqa: F401
         accounts,
+        agents,
         contracts,
         datasets,
         harness,

@@ -69,6 +69,7 @@ PARAMS = {
     "dataset": "finance",
     "case_id": "c1",
     "sha256": "0" * 64,
+    "agent": "bot",
 }
 # Non-admin writes of datasets and cases; their rules are tested in test_datasets_*.py.
 DATASET_WRITES = {
@@ -80,6 +81,14 @@ DATASET_WRITES = {
     ("POST", "/api/workspaces/{workspace}/cases/{case_id}/approve"),
     ("POST", "/api/workspaces/{workspace}/cases/{case_id}/reject"),
     ("POST", "/api/workspaces/{workspace}/cases/{case_id}/comments"),
+}
+
+
+# Agent writes: the workspace's writers and admins; their rules are tested in test_agents.py.
+AGENT_WRITES = {
+    ("POST", "/api/workspaces/{workspace}/agents"),
+    ("PATCH", "/api/workspaces/{workspace}/agents/{agent}"),
+    ("DELETE", "/api/workspaces/{workspace}/agents/{agent}"),
 }
 
 
@@ -143,6 +152,11 @@ def user_token(server, admin_token):
         headers=auth,
         json={"cases": [{"id": "c1", "content": {"input": {"q": "x"}}}]},
     ).raise_for_status()
+    httpx.post(
+        f"{server.url}/api/workspaces/dev/agents",
+        headers=auth,
+        json={"name": "bot", "harness_url": "http://203.0.113.10:8700"},
+    ).raise_for_status()
     return login(server, "alice", "alice-pass")
 
 
@@ -172,9 +186,21 @@ def test_every_non_public_route_is_classified(server):
     """A new route must be added to this test's classification (and so get checked)."""
     declared = {(e.method, e.path) for e in ENDPOINTS}
     reads = {("GET", p) for _, p in declared} & declared
-    unclassified = declared - PUBLIC - ADMIN_ONLY - reads - DATASET_WRITES
+    unclassified = declared - PUBLIC - ADMIN_ONLY - reads - DATASET_WRITES - AGENT_WRITES
     unclassified -= {("POST", "/api/auth/logout")}
     assert not unclassified, f"classify these routes in test_api_access.py: {unclassified}"
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(AGENT_WRITES))
+def test_agent_writes_refuse_non_writers_with_the_rule(server, user_token, method, path):
+    r = httpx.request(
+        method,
+        server.url + concrete(path),
+        json={"name": "bot2"} if method == "POST" else {},
+        headers={"Authorization": f"Bearer {user_token}"},
+    )
+    assert r.status_code == 403, r.text
+    assert r.json()["error"]["code"] == "shared-writers-write"
 
 
 @pytest.mark.parametrize(

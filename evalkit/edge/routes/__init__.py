@@ -1,11 +1,12 @@
 """API routes, one module per area; ``ENDPOINTS`` lists them all."""
 
 from evalkit.edge.endpoint import Endpoint
-from evalkit.edge.routes import accounts, datasets, meta, workspaces
+from evalkit.edge.routes import accounts, agents, datasets, meta, workspaces
 
 ENDPOINTS: list[Endpoint] = [
     *meta.ENDPOINTS,
     *accounts.ENDPOINTS,
     *workspaces.ENDPOINTS,
     *datasets.ENDPOINTS,
+    *agents.ENDPOINTS,
 ]
