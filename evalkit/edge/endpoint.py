@@ -87,6 +87,8 @@ class Endpoint:
                 await authenticate(call)
                 access.require_authenticated(call.actor)
             result = await self.handler(call)
+            if isinstance(result, Response):  # bytes, streamed: the handler built it
+                return result
             return json_response(result, self.status)
         except ApiError as exc:
             return error_response(exc.status, exc.code, exc.message)
