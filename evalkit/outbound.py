@@ -59,6 +59,11 @@ class EgressRefused(BadRequest):
     code = "egress-refused"
 
 
+class _Unresolvable(EgressRefused):
+    """The host did not resolve: refused by :func:`check_url`, but a transient failure (an
+    ``httpx.ConnectError``, which callers retry) when it happens on a request."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Target:
     url: str
@@ -146,7 +151,7 @@ def _resolve(target: _Target) -> list[IPAddress]:
     try:
         infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
-        raise EgressRefused(
+        raise _Unresolvable(
             f"refused the outbound call to {target.url}: its host {target.host} does not "
             f"resolve ({exc}), so the server cannot check where it points; check the URL"
         ) from None
@@ -206,7 +211,10 @@ class _PolicyTransport(httpx.AsyncBaseTransport):
         self._policy = policy
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        address = await _acheck(str(request.url), self._policy)
+        try:
+            address = await _acheck(str(request.url), self._policy)
+        except _Unresolvable as exc:
+            raise httpx.ConnectError(exc.message, request=request) from None
         if address is not None and _as_address(request.url.host) is None:
             # Connect to the address that passed the check; Host and TLS SNI keep the name.
             extensions = dict(request.extensions)
@@ -234,7 +242,9 @@ def make_client(
     """The httpx client for every outbound call evalkit makes.
 
     ``policy`` None means no egress policy (the CLI calling the user's own agents). Redirects
-    are returned, never followed: a redirect could point past the policy.
+    are returned, never followed: a redirect could point past the policy. A request the
+    policy refuses raises :class:`EgressRefused` (not an httpx error: retrying cannot help);
+    a host that does not resolve raises ``httpx.ConnectError`` like any unreachable host.
     """
     limits = httpx.Limits(
         max_connections=max_connections, max_keepalive_connections=min(max_connections, 20)

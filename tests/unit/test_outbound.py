@@ -191,6 +191,13 @@ async def test_client_reaches_a_name_through_the_checked_address(loopback_url: s
     assert response.status_code == 200
 
 
+async def test_client_reports_an_unresolvable_host_as_a_connect_error():
+    """At request time a DNS failure may pass: callers retry httpx transport errors."""
+    async with make_client(STRICT) as client:
+        with pytest.raises(httpx.ConnectError, match="does not resolve"):
+            await client.get("http://no-such-host.invalid/")
+
+
 async def test_client_does_not_follow_redirects(loopback_url: str):
     async with make_client(PRIVATE_OK) as client:
         response = await client.get(f"{loopback_url}/redirect")
