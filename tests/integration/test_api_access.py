@@ -52,6 +52,8 @@ PUBLIC = {
     ("GET", "/api/cli"),
     ("GET", "/api/openapi.json"),
     ("POST", "/api/auth/login"),
+    # Checks for itself: a signed URL, or a login (test_public_fixture_route_needs_...).
+    ("GET", "/api/fixtures/{sha256}"),
 }
 ADMIN_ONLY = {
     ("POST", "/api/users"),
@@ -90,6 +92,8 @@ AGENT_WRITES = {
     ("PATCH", "/api/workspaces/{workspace}/agents/{agent}"),
     ("DELETE", "/api/workspaces/{workspace}/agents/{agent}"),
 }
+# POSTs that only read (any logged-in user); tested in test_fixture_urls.py.
+READ_POSTS = {("POST", "/api/fixtures/{sha256}/url")}
 
 
 def concrete(path: str) -> str:
@@ -187,8 +191,16 @@ def test_every_non_public_route_is_classified(server):
     declared = {(e.method, e.path) for e in ENDPOINTS}
     reads = {("GET", p) for _, p in declared} & declared
     unclassified = declared - PUBLIC - ADMIN_ONLY - reads - DATASET_WRITES - AGENT_WRITES
+    unclassified -= READ_POSTS
     unclassified -= {("POST", "/api/auth/logout")}
     assert not unclassified, f"classify these routes in test_api_access.py: {unclassified}"
+
+
+def test_public_fixture_route_needs_a_signature_or_a_login(server):
+    r = httpx.get(server.url + concrete("/api/fixtures/{sha256}"))
+    assert r.status_code == 401 and r.json()["error"]["code"] == "login-required"
+    r = httpx.get(server.url + concrete("/api/fixtures/{sha256}") + "?expires=1&signature=x")
+    assert r.status_code == 403 and r.json()["error"]["code"] == "fixture-url-refused"
 
 
 @pytest.mark.parametrize(("method", "path"), sorted(AGENT_WRITES))

@@ -1,12 +1,13 @@
 """API routes, one module per area; ``ENDPOINTS`` lists them all."""
 
 from evalkit.edge.endpoint import Endpoint
-from evalkit.edge.routes import accounts, agents, datasets, meta, workspaces
+from evalkit.edge.routes import accounts, agents, datasets, fixtures, meta, workspaces
 
 ENDPOINTS: list[Endpoint] = [
     *meta.ENDPOINTS,
     *accounts.ENDPOINTS,
     *workspaces.ENDPOINTS,
     *datasets.ENDPOINTS,
+    *fixtures.ENDPOINTS,
     *agents.ENDPOINTS,
 ]
