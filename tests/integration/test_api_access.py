@@ -91,6 +91,7 @@ AGENT_WRITES = {
     ("POST", "/api/workspaces/{workspace}/agents"),
     ("PATCH", "/api/workspaces/{workspace}/agents/{agent}"),
     ("DELETE", "/api/workspaces/{workspace}/agents/{agent}"),
+    ("POST", "/api/workspaces/{workspace}/agents/{agent}/check"),
 }
 # POSTs that only read (any logged-in user); tested in test_fixture_urls.py.
 READ_POSTS = {("POST", "/api/fixtures/{sha256}/url")}

@@ -1,7 +1,7 @@
 """API routes, one module per area; ``ENDPOINTS`` lists them all."""
 
 from evalkit.edge.endpoint import Endpoint
-from evalkit.edge.routes import accounts, agents, datasets, fixtures, meta, workspaces
+from evalkit.edge.routes import accounts, agents, datasets, fixtures, harness, meta, workspaces
 
 ENDPOINTS: list[Endpoint] = [
     *meta.ENDPOINTS,
@@ -10,4 +10,5 @@ ENDPOINTS: list[Endpoint] = [
     *datasets.ENDPOINTS,
     *fixtures.ENDPOINTS,
     *agents.ENDPOINTS,
+    *harness.ENDPOINTS,
 ]
