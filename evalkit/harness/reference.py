@@ -214,7 +214,10 @@ class HarnessState:
             accepts=Accepts(**accepts),
             provides=Provides(**provides),
         )
-        self._capabilities_body = _encode(self.capabilities)
+        # api_version is a default, so omit_defaults would leave it out: say it anyway.
+        self._capabilities_body = _encode(
+            {"api_version": self.capabilities.api_version, **msgspec.to_builtins(self.capabilities)}
+        )
 
     # --- live-run bookkeeping ------------------------------------------------------
 
