@@ -70,6 +70,15 @@ class EgressSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     concurrency: int = 8
+    """Jobs one worker runs at the same time."""
+    harness_timeout_seconds: float = 30.0
+    """How long one call to a harness may take before it counts as a failed attempt."""
+    harness_attempts: int = 5
+    """Attempts of one harness call (connection errors, timeouts, 5xx) before the run errors."""
+    retry_backoff_seconds: float = 1.0
+    """Wait before the second attempt; it doubles each time, up to 60 seconds."""
+    stalled_seconds: float = 60.0
+    """A worker silent this long is presumed dead and its jobs are queued again."""
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -47,6 +47,12 @@ class Conn:
             return cur.rowcount
 
     @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Conn]:
+        """Statements in one transaction (a savepoint when one is already open)."""
+        async with self.raw.transaction():
+            yield self
+
+    @asynccontextmanager
     async def _run(
         self, name: str, params: dict[str, Any]
     ) -> AsyncIterator[psycopg.AsyncCursor[Row]]:

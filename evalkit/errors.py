@@ -9,7 +9,8 @@ EvalkitError                  anything evalkit raises on purpose; has a one-line
     ├── Forbidden             403: an access rule refused (``rule`` names it)
     ├── NotFound              404: the named thing does not exist
     ├── Conflict              409: the thing exists already or clashes with another
-    └── TooLarge              413: the request body is over its size limit
+    ├── TooLarge              413: the request body is over its size limit
+    └── BadGateway            502: a harness evalkit called for the caller failed
 """
 
 from __future__ import annotations
@@ -70,3 +71,10 @@ class Conflict(ApiError):
 class TooLarge(ApiError):
     status = 413
     code = "too-large"
+
+
+class BadGateway(ApiError):
+    """A service evalkit calls on the caller's behalf (a harness) failed."""
+
+    status = 502
+    code = "upstream-failed"

@@ -118,13 +118,20 @@ def check_port_free(host: str, port: int) -> None:
 async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> None:
     from evalkit.jobs.app import bind
 
+    from evalkit.jobs import runtime
+    from evalkit.jobs.maintenance import requeue_stalled
+
     jobs = bind(db_url, max_size=settings.worker.concurrency + 2)
     async with jobs.open_async():
+        await requeue_stalled(jobs, settings.worker.stalled_seconds)
+        heartbeat = max(min(settings.worker.stalled_seconds / 4, 10.0), 0.5)
         worker = asyncio.create_task(
             jobs.run_worker_async(
                 concurrency=settings.worker.concurrency,
                 install_signal_handlers=False,
                 name=f"evalkit-{socket.gethostname()}-{os.getpid()}",
+                update_heartbeat_interval=heartbeat,
+                stalled_worker_timeout=settings.worker.stalled_seconds,
             )
         )
         stopper = asyncio.create_task(stop.wait())
@@ -134,6 +141,7 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(worker, timeout=30)
         stopper.cancel()
+        await runtime.close()
         if worker.done() and not worker.cancelled() and worker.exception():
             raise worker.exception()  # type: ignore[misc]
 
@@ -160,9 +168,9 @@ async def run(
             message = await ensure_admin(db, dict(os.environ) if env is None else env)
             if message:
                 log.warning(message)
-        runtime.install(db, settings)
         tasks = []
         if worker:
+            runtime.install(db, settings)
             tasks.append(asyncio.create_task(run_worker(db_url, settings, stop)))
         if edge:
             app = create_app(settings, db, manage_pool=False)

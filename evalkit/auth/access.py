@@ -166,6 +166,18 @@ def require_run_agent(actor: Actor, agent_ws: WorkspaceFacts, *, driven_by_serve
         )
 
 
+def require_driver(
+    actor: Actor, creator_id: int | None, creator: str | None, experiment: int
+) -> None:
+    """Runs of an experiment driven from a user's machine are posted by that user only."""
+    require_user(actor)
+    if creator_id != actor.user_id:
+        raise _refuse(
+            "personal-agent-owner-only",
+            f"experiment {experiment} is driven from {creator or 'another user'}'s own machine",
+        )
+
+
 def experiment_workspace(dataset_ws: WorkspaceFacts, agent_ws: WorkspaceFacts, runner: str) -> str:
     """Where an experiment is stored: the dataset's workspace if both are shared, else the
     runner's personal workspace."""

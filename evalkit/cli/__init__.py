@@ -18,6 +18,7 @@ def register() -> None:
         contracts,
         datasets,
         harness,
+        runs,
         server,
         sync,
         workspaces,

@@ -16,10 +16,11 @@ import importlib
 from typing import Any
 
 import procrastinate
+from procrastinate.exceptions import AlreadyEnqueued
 
 from evalkit.db import Conn
 
-TASK_MODULES = ["evalkit.jobs.maintenance"]
+TASK_MODULES = ["evalkit.jobs.maintenance", "evalkit.jobs.runs"]
 
 app = procrastinate.App(
     connector=procrastinate.PsycopgConnector(),
@@ -45,11 +46,35 @@ def bind(url: str, *, max_size: int = 10) -> procrastinate.App:
 
 
 async def defer(
-    conn: Conn, task_name: str, *, queueing_lock: str | None = None, **kwargs: Any
-) -> int:
-    """Queue ``task_name`` on ``conn``: it commits (or rolls back) with the caller's transaction."""
+    conn: Conn | None,
+    task_name: str,
+    *,
+    queueing_lock: str | None = None,
+    schedule_in: float | None = None,
+    **kwargs: Any,
+) -> int | None:
+    """Queue ``task_name``. On ``conn`` it commits (or rolls back) with the caller's
+    transaction; with ``conn=None`` it goes through the worker's own pool.
+
+    With a ``queueing_lock``, a job already waiting under that lock makes this a no-op
+    (``None``): the waiting job does the same work.
+    """
     load_tasks()
-    options: dict[str, Any] = {"connection": conn.raw}
+    options: dict[str, Any] = {}
     if queueing_lock is not None:
         options["queueing_lock"] = queueing_lock
-    return await app.configure_task(task_name, **options).defer_async(**kwargs)
+    if schedule_in is not None and schedule_in > 0:
+        options["schedule_in"] = {"seconds": schedule_in}
+    if conn is None:
+        task = app.configure_task(task_name, **options)
+        try:
+            return await task.defer_async(**kwargs)
+        except AlreadyEnqueued:
+            return None
+    task = app.configure_task(task_name, connection=conn.raw, **options)
+    try:
+        # A savepoint: a refused lock must not abort the caller's transaction.
+        async with conn.raw.transaction():
+            return await task.defer_async(**kwargs)
+    except AlreadyEnqueued:
+        return None

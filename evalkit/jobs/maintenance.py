@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import logging
 
-from procrastinate import JobContext
+from procrastinate import App, JobContext
 
 from evalkit.jobs.app import app
 
 log = logging.getLogger("evalkit.jobs")
-
-STALLED_WORKER_SECONDS = 60
 
 
 @app.periodic(cron="*/1 * * * *", periodic_id="retry-stalled-jobs")
 @app.task(name="retry_stalled_jobs", queueing_lock="retry_stalled_jobs", pass_context=True)
 async def retry_stalled_jobs(context: JobContext, timestamp: int) -> int:
     """Put jobs of workers that stopped sending heartbeats back in the queue."""
-    manager = context.app.job_manager
-    stalled = await manager.get_stalled_jobs(seconds_since_heartbeat=STALLED_WORKER_SECONDS)
+    from evalkit.jobs.runtime import settings
+
+    return await requeue_stalled(context.app, settings().worker.stalled_seconds)
+
+
+async def requeue_stalled(jobs: App, seconds: float) -> int:
+    """Queue again the jobs of workers silent for ``seconds`` (run at worker start too)."""
+    manager = jobs.job_manager
+    stalled = list(await manager.get_stalled_jobs(seconds_since_heartbeat=seconds))
     for job in stalled:
         log.warning("retrying job %s (%s) of a worker that stopped", job.id, job.task_name)
         await manager.retry_job(job)

@@ -1,14 +1,23 @@
-"""What jobs reach at run time: the worker's database handle and settings."""
+"""What jobs reach at run time: the worker's database, settings, and the clients built
+from them once per process (the outbound HTTP client, the blob store, the secret box)."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+import httpx
+
+from evalkit.auth.secrets import SecretBox
+from evalkit.blobs import BlobStore, fixture_key, open_blob_store
 from evalkit.config import Settings
 from evalkit.db import Database
 
-_state: dict[str, object] = {}
+_state: dict[str, Any] = {}
 
 
 def install(db: Database, settings: Settings) -> None:
+    _state.clear()
     _state["db"], _state["settings"] = db, settings
 
 
@@ -25,3 +34,51 @@ def settings() -> Settings:
     value = _state.get("settings")
     assert isinstance(value, Settings)
     return value
+
+
+def http_client() -> httpx.AsyncClient:
+    """One pooled client for every harness call of this process, under the egress policy."""
+    if "http" not in _state:
+        from evalkit.outbound import make_client
+
+        worker = settings().worker
+        _state["http"] = make_client(
+            settings().egress,
+            timeout=worker.harness_timeout_seconds,
+            max_connections=max(worker.concurrency * 2, 20),
+        )
+    return _state["http"]  # type: ignore[no-any-return]
+
+
+def secret_box() -> SecretBox:
+    if "box" not in _state:
+        _state["box"] = SecretBox(settings().encryption_key)
+    return _state["box"]  # type: ignore[no-any-return]
+
+
+def blob_store() -> BlobStore:
+    if "blobs" not in _state:
+        _state["blobs"] = open_blob_store(settings().resolved_blob_url)
+    return _state["blobs"]  # type: ignore[no-any-return]
+
+
+def agent_key(row: dict[str, Any]) -> str | None:
+    """The agent's decrypted harness key (``row`` has ``agent_id`` and ``api_key``)."""
+    from evalkit.store.agents import key_context
+
+    stored = row["api_key"]
+    return None if stored is None else secret_box().decrypt(stored, key_context(row["agent_id"]))
+
+
+async def fixture_bytes(sha256: str) -> bytes:
+    def read() -> bytes:
+        with blob_store().open(fixture_key(sha256)) as handle:
+            return handle.read()
+
+    return await asyncio.to_thread(read)
+
+
+async def close() -> None:
+    http = _state.pop("http", None)
+    if http is not None:
+        await http.aclose()

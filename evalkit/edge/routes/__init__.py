@@ -1,7 +1,16 @@
 """API routes, one module per area; ``ENDPOINTS`` lists them all."""
 
 from evalkit.edge.endpoint import Endpoint
-from evalkit.edge.routes import accounts, agents, datasets, fixtures, harness, meta, workspaces
+from evalkit.edge.routes import (
+    accounts,
+    agents,
+    datasets,
+    experiments,
+    fixtures,
+    harness,
+    meta,
+    workspaces,
+)
 
 ENDPOINTS: list[Endpoint] = [
     *meta.ENDPOINTS,
@@ -11,4 +20,5 @@ ENDPOINTS: list[Endpoint] = [
     *fixtures.ENDPOINTS,
     *agents.ENDPOINTS,
     *harness.ENDPOINTS,
+    *experiments.ENDPOINTS,
 ]

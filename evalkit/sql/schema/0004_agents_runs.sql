@@ -59,6 +59,7 @@ CREATE TABLE experiments (
     model        text,
     split        text,
     case_ids     text[],
+    capabilities jsonb,
     created_at   timestamptz NOT NULL DEFAULT now(),
     created_by   bigint REFERENCES users (id) ON DELETE SET NULL,
     finished_at  timestamptz,
@@ -69,13 +70,15 @@ CREATE TABLE experiments (
 );
 CREATE INDEX experiments_workspace_idx ON experiments (workspace_id, id DESC);
 
--- One run per pinned case version and repetition. State moves only forward, by
+-- One run per pinned case version and repetition (an overlay also pins its target's
+-- version in target_version_id). State moves only forward, by
 -- compare-and-set on the state column (see evalkit/runs/machine.py).
 CREATE TABLE runs (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     experiment_id     bigint NOT NULL REFERENCES experiments (id) ON DELETE CASCADE,
     agent_id          bigint NOT NULL REFERENCES agents (id) ON DELETE CASCADE,
     case_version_id   bigint NOT NULL REFERENCES case_versions (id),
+    target_version_id bigint REFERENCES case_versions (id),
     case_id           text NOT NULL,
     repetition        integer NOT NULL DEFAULT 1,
     state             text NOT NULL DEFAULT 'queued',

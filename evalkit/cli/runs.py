@@ -1,0 +1,410 @@
+"""``evalkit run``, ``evalkit experiments ...`` and ``evalkit runs show``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+from cyclopts import App, Parameter
+
+from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.client import Client
+from evalkit.cli.output import CliError, emit_json, note, say, table
+from evalkit.errors import EvalkitError
+from evalkit.harness.client import HarnessClient
+from evalkit.model import api
+from evalkit.model import runs as wire
+from evalkit.model.agents import Agent
+from evalkit.model.harness import Capabilities
+
+experiments = App(name="experiments", help="Experiments: one agent over one dataset's cases.")
+app.command(experiments)
+runs = App(name="runs", help="Runs: one case and repetition of an experiment.")
+app.command(runs)
+
+TERMINAL = ("done", "failed", "errored")
+
+
+@app.command(name="run")
+def run(
+    dataset: Annotated[
+        str | None,
+        Parameter(
+            help="NAME@WORKSPACE of a dataset, NAME for your personal one, or a suite "
+            "directory (synced first, into --workspace)."
+        ),
+    ] = None,
+    /,
+    *,
+    agent: Annotated[
+        str | None, Parameter(help="NAME@WORKSPACE of the agent (NAME: your personal one).")
+    ] = None,
+    workspace: Annotated[
+        str | None,
+        Parameter(help="Where a suite directory is synced (default: your personal workspace)."),
+    ] = None,
+    case_id: Annotated[
+        list[str] | None, Parameter(name="--case-id", help="Run only this case (repeatable).")
+    ] = None,
+    split: Annotated[str | None, Parameter(help="Run only the cases of this split.")] = None,
+    repetitions: Annotated[int, Parameter(help="Runs per case (1 to 100).")] = 1,
+    model: Annotated[str | None, Parameter(help="Model name passed to the harness.")] = None,
+    resume: Annotated[
+        int | None,
+        Parameter(help="Go on with this experiment's unfinished runs (no sync, same cases)."),
+    ] = None,
+    wait: Annotated[
+        bool,
+        Parameter(
+            negative="--no-wait",
+            help="Wait for the experiment to finish (--no-wait: print its id and return; "
+            "only for server-driven agents).",
+        ),
+    ] = True,
+    json: JsonFlag = False,
+) -> int:
+    """Run an agent over every case of a dataset (review never filters a run).
+
+    The case versions are pinned when the experiment starts. A shared agent with a
+    harness is driven by the server; a personal one by this command, on this machine, so
+    it must stay running (or be continued with --resume). Exits 1 if any run failed or
+    errored.
+    """
+    if resume is None and (dataset is None or agent is None):
+        raise CliError("give a DATASET and --agent NAME (or --resume EXPERIMENT_ID)", exit_code=2)
+    if resume is not None and (dataset or agent or case_id or split or model):
+        raise CliError(
+            "--resume goes on with the experiment as it was started; drop the dataset, "
+            "--agent, --case-id, --split and --model",
+            exit_code=2,
+        )
+    if not 1 <= repetitions <= 100:
+        raise CliError("--repetitions must be from 1 to 100", exit_code=2)
+    with Client() as client:
+        if resume is not None:
+            experiment = client.post(f"/api/experiments/{resume}/resume", type=wire.Experiment)
+            agent_ref = experiment.agent
+        else:
+            assert dataset is not None and agent is not None
+            dataset_ref = _dataset_ref(client, dataset, workspace)
+            agent_ref = str(client.resolve(agent, "agent"))
+            local = _local_harness(client, agent_ref)
+            if local and not wait:
+                raise CliError(
+                    f"agent {agent_ref} is personal, so this CLI drives its runs and cannot "
+                    "return before they end; drop --no-wait (an interrupted run goes on with "
+                    "`evalkit run --resume ID`)",
+                    exit_code=2,
+                )
+            body = wire.ExperimentCreate(
+                dataset=dataset_ref,
+                agent=agent_ref,
+                case_ids=case_id or None,
+                split=split,
+                repetitions=repetitions,
+                model=model,
+                capabilities=local[1] if local else None,
+            )
+            experiment = client.post("/api/experiments", body, type=wire.Experiment)
+        note(
+            f"experiment {experiment.id}: {experiment.agent} over {experiment.dataset}, "
+            f"{experiment.runs} runs, driven by {_driver_text(experiment.driver)}"
+        )
+        if experiment.driver == "cli":
+            if not wait:
+                raise CliError(
+                    f"experiment {experiment.id} is driven by this CLI, so it cannot return "
+                    f"before the runs end; continue it with `evalkit run --resume {experiment.id}`"
+                )
+            _drive_here(client, experiment, agent_ref)
+        elif not wait:
+            if json:
+                emit_json(experiment)
+            else:
+                say(
+                    f"experiment {experiment.id} started; "
+                    f"see `evalkit experiments show {experiment.id}`"
+                )
+            return 0
+        final = _wait(client, experiment.id)
+    return _report(final, json=json)
+
+
+def _dataset_ref(client: Client, dataset: str, workspace: str | None) -> str:
+    path = Path(dataset)
+    if not path.is_dir():
+        if workspace is not None:
+            raise CliError(
+                "--workspace is for syncing a suite directory; name the dataset as NAME@WORKSPACE",
+                exit_code=2,
+            )
+        return str(client.resolve(dataset, "dataset"))
+    from evalkit.cli.sync import sync
+
+    target = workspace or client.personal_workspace()
+    with contextlib.redirect_stdout(sys.stderr):
+        sync(path, workspace=target)
+    return f"{path.resolve().name}@{target}"
+
+
+def _driver_text(driver: str) -> str:
+    return {"server": "the server", "cli": "this CLI", "sdk": "your code"}.get(driver, driver)
+
+
+def _agent(client: Client, agent_ref: str) -> tuple[Agent, api.Workspace]:
+    name, _, ws = agent_ref.partition("@")
+    agent = client.get(f"/api/workspaces/{ws}/agents/{name}", type=Agent)
+    workspace = client.get(f"/api/workspaces/{ws}", type=api.Workspace)
+    return agent, workspace
+
+
+def _local_harness(client: Client, agent_ref: str) -> tuple[Agent, Capabilities] | None:
+    """For a personal harness agent, its capabilities as read from this machine."""
+    agent, workspace = _agent(client, agent_ref)
+    if workspace.kind != "personal" or not agent.harness_url:
+        return None
+    return agent, asyncio.run(_read_capabilities(agent))
+
+
+async def _read_capabilities(agent: Agent) -> Capabilities:
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        try:
+            return await _harness(agent, http).capabilities()
+        except EvalkitError as exc:
+            raise CliError(
+                f"agent {agent.name}@{agent.workspace}: cannot read the harness's capabilities "
+                f"({exc}); is it running at {agent.harness_url}?"
+            ) from None
+
+
+def _harness(agent: Agent, http: httpx.AsyncClient) -> HarnessClient:
+    key = None
+    if agent.api_key_env:
+        key = os.environ.get(agent.api_key_env)
+        if not key:
+            raise CliError(
+                f"agent {agent.name}@{agent.workspace} reads its harness key from "
+                f"${agent.api_key_env}, which is not set here; export it and run again"
+            )
+    assert agent.harness_url is not None
+    return HarnessClient(agent.harness_url, key, http)
+
+
+def _drive_here(client: Client, experiment: wire.Experiment, agent_ref: str) -> None:
+    from evalkit.runs.local import ServerError, ServerLink, drive_experiment
+
+    agent, _ = _agent(client, agent_ref)
+    total = experiment.runs
+    finished = [sum(experiment.by_state.get(s, 0) for s in TERMINAL)]
+
+    def ended(work: wire.RunWork) -> None:
+        finished[0] += 1
+        note(f"  [{finished[0]}/{total}] {work.case_id} #{work.repetition}: {work.state}")
+
+    async def main() -> None:
+        link = ServerLink(client.base_url, client.token)
+        async with httpx.AsyncClient(timeout=60.0) as http:
+            harness = _harness(agent, http)
+            capabilities = await harness.capabilities()
+            try:
+                await drive_experiment(
+                    link,
+                    experiment.id,
+                    harness,
+                    capabilities,
+                    concurrency=agent.max_concurrent_runs,
+                    on_run_end=ended,
+                )
+            finally:
+                await link.aclose()
+
+    try:
+        asyncio.run(main())
+    except ServerError as exc:
+        raise CliError(f"{exc}; continue with `evalkit run --resume {experiment.id}`") from None
+    except EvalkitError as exc:
+        raise CliError(f"{exc}; continue with `evalkit run --resume {experiment.id}`") from None
+
+
+def _wait(client: Client, experiment_id: int) -> wire.ExperimentDetail:
+    shown = ""
+    last_note = 0.0
+    while True:
+        detail = client.get(f"/api/experiments/{experiment_id}", type=wire.ExperimentDetail)
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(detail.by_state.items()))
+        line = f"  {_finished(detail)}/{detail.runs} finished ({counts})"
+        now = time.monotonic()
+        if line != shown and (now - last_note >= 2 or detail.status == "finished"):
+            note(line)
+            shown, last_note = line, now
+        if detail.status == "finished":
+            return detail
+        time.sleep(0.5)
+
+
+def _finished(detail: wire.Experiment) -> int:
+    return sum(detail.by_state.get(s, 0) for s in TERMINAL)
+
+
+def _report(detail: wire.ExperimentDetail, *, json: bool) -> int:
+    bad = [r for r in detail.run_list if r.state in ("failed", "errored")]
+    if json:
+        emit_json(detail)
+    else:
+        seconds = (detail.summary or {}).get("seconds")
+        took = f" in {seconds:.1f} s" if isinstance(seconds, int | float) else ""
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(detail.by_state.items()))
+        say(f"experiment {detail.id} finished{took}: {counts}")
+        for r in bad[:10]:
+            say(f"  run {r.id} {r.case_id} #{r.repetition} {r.state}: {r.error or '-'}")
+        if len(bad) > 10:
+            say(f"  ... and {len(bad) - 10} more; see `evalkit experiments show {detail.id}`")
+    return 1 if bad else 0
+
+
+# --------------------------------------------------------------------------- experiments
+
+
+@experiments.command(name="list")
+def experiments_list(
+    *,
+    workspace: Annotated[str | None, Parameter(help="Only this workspace's experiments.")] = None,
+    limit: Annotated[int, Parameter(help="At most this many, newest first.")] = 50,
+    json: JsonFlag = False,
+) -> int:
+    """List experiments, newest first."""
+    query = f"?limit={limit}" + (f"&workspace={workspace}" if workspace else "")
+    with Client() as client:
+        rows: list[wire.Experiment] = client.get(
+            "/api/experiments" + query, type=list[wire.Experiment]
+        )
+    if json:
+        emit_json(rows)
+        return 0
+    table(
+        [
+            (
+                e.id,
+                e.workspace,
+                e.dataset,
+                e.agent,
+                e.status,
+                f"{e.by_state.get('finished', 0)}/{e.runs}",
+                e.created_by,
+                e.created_at,
+            )
+            for e in rows
+        ],
+        ["id", "workspace", "dataset", "agent", "status", "runs", "by", "created"],
+    )
+    return 0
+
+
+@experiments.command(name="show")
+def experiments_show(
+    experiment_id: Annotated[int, Parameter(help="The experiment's id.")],
+    /,
+    *,
+    json: JsonFlag = False,
+) -> int:
+    """One experiment: its runs by state, timings and errors."""
+    with Client() as client:
+        detail = client.get(f"/api/experiments/{experiment_id}", type=wire.ExperimentDetail)
+    if json:
+        emit_json(detail)
+        return 0
+    say(f"experiment {detail.id} ({detail.status}) in @{detail.workspace}")
+    say(
+        f"  agent {detail.agent}, dataset {detail.dataset}, driven by {_driver_text(detail.driver)}"
+    )
+    say(
+        f"  repetitions {detail.repetitions}, model {detail.model or '-'}, "
+        f"started {detail.created_at:%Y-%m-%d %H:%M:%S} by {detail.created_by or '-'}"
+    )
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(detail.by_state.items()))
+    say(f"  runs: {detail.runs} ({counts})")
+    say()
+    table(
+        [
+            (
+                r.id,
+                r.case_id,
+                r.repetition,
+                r.state + (" (timed out)" if r.timed_out else ""),
+                _seconds(r.started_at, r.harness_done_at or r.finished_at),
+                _trajectory_text(r),
+                (r.error or "")[:80] or None,
+            )
+            for r in detail.run_list
+        ],
+        ["run", "case", "rep", "state", "seconds", "trajectory", "error"],
+    )
+    return 0
+
+
+def _seconds(start, end) -> str | None:  # type: ignore[no-untyped-def]
+    if start is None or end is None:
+        return None
+    return f"{(end - start).total_seconds():.2f}"
+
+
+def _trajectory_text(r: wire.RunRow) -> str | None:
+    if r.trajectory_valid is None:
+        return None
+    text = "valid" if r.trajectory_valid else "INVALID"
+    return text + (", partial" if r.trajectory_partial else "")
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@runs.command(name="show")
+def runs_show(
+    run_id: Annotated[int, Parameter(help="The run's id (see `evalkit experiments show`).")],
+    /,
+    *,
+    trajectory: Annotated[
+        bool, Parameter(help="Include the whole trajectory (with --json).")
+    ] = False,
+    json: JsonFlag = False,
+) -> int:
+    """One run: its state, the answer and output, errors and a trajectory summary."""
+    suffix = "?trajectory=1" if trajectory else ""
+    with Client() as client:
+        r = client.get(f"/api/runs/{run_id}{suffix}", type=wire.Run)
+    if json:
+        emit_json(r)
+        return 0
+    say(
+        f"run {r.id} of experiment {r.experiment_id}: "
+        f"case {r.case_id} v{r.case_version} #{r.repetition}"
+    )
+    say(
+        f"  state {r.state}{' (timed out)' if r.timed_out else ''}; "
+        f"harness run {r.harness_run_id or '-'} ({r.harness_status or '-'})"
+    )
+    if r.error:
+        say(f"  error: {r.error}")
+    say(f"  answer: {r.answer if r.answer is not None else '-'}")
+    if r.output is not None:
+        say(f"  output: {r.output}")
+    if r.trajectory_valid is None:
+        say("  trajectory: none")
+    else:
+        state = "valid" if r.trajectory_valid else "INVALID"
+        say(
+            f"  trajectory ({r.trajectory_source}): {state}"
+            f"{', partial' if r.trajectory_partial else ''}"
+        )
+        for e in r.trajectory_errors[:20]:
+            say(f"    {e.path or '(document)'}: [{e.rule}] {e.message}")
+        for key, value in (r.trajectory_summary or {}).items():
+            if value not in (None, [], {}):
+                say(f"    {key}: {value}")
+    return 0

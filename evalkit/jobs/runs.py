@@ -1,0 +1,132 @@
+"""The server's driver of the run state machine: procrastinate jobs.
+
+``dispatch_agent`` claims free slots of an agent (queued -> starting) and defers one
+``advance_run`` per claimed run. ``advance_run`` takes steps of its run until the run is
+terminal or must wait (then it defers itself for later and ends); when its run leaves the
+agent's slot it claims the next queued run and goes on with that one, so a busy agent
+keeps ``max_concurrent_runs`` runs moving without a job per transition.
+
+Every step is recorded by compare-and-set (see ``evalkit.runs.machine``): a job that a
+dead worker left half done is simply run again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+from procrastinate import JobContext, RetryStrategy
+
+from evalkit.db import Conn
+from evalkit.harness.client import HarnessClient
+from evalkit.jobs import runtime
+from evalkit.jobs.app import app, defer
+from evalkit.model.harness import Capabilities
+from evalkit.runs import machine
+from evalkit.serve import public_url
+from evalkit.store import runs as store
+
+log = logging.getLogger("evalkit.runs")
+
+JOB_RETRY = RetryStrategy(max_attempts=10, exponential_wait=1)
+"""Retries of a job that raised (a database hiccup); harness errors are the machine's."""
+
+
+@app.task(name="dispatch_agent", retry=JOB_RETRY, pass_context=True)
+async def dispatch_agent(context: JobContext, agent_id: int) -> int:
+    """Start as many queued runs of the agent as it has free slots."""
+    from evalkit.jobs.runtime import database
+
+    async with database().connection() as conn:
+        claimed = await store.claim_runs(conn, agent_id, limit=1000)
+        for run_id in claimed:
+            await defer_advance(None, run_id)
+    return len(claimed)
+
+
+@app.periodic(cron="*/1 * * * *", periodic_id="dispatch-waiting-runs")
+@app.task(name="dispatch_waiting_runs", queueing_lock="dispatch_waiting_runs", pass_context=True)
+async def dispatch_waiting_runs(context: JobContext, timestamp: int) -> int:
+    """A sweep for queued runs whose agent has free slots but no job to claim them."""
+    from evalkit.jobs.runtime import database
+
+    started = 0
+    async with database().connection() as conn:
+        for row in await conn.all("agents_with_queued_runs"):
+            for run_id in await store.claim_runs(conn, row["agent_id"], limit=1000):
+                await defer_advance(None, run_id)
+                started += 1
+    return started
+
+
+@app.task(name="advance_run", retry=JOB_RETRY, pass_context=True)
+async def advance_run(context: JobContext, run_id: int) -> None:
+    from evalkit.jobs.runtime import database
+
+    async with database().connection() as conn:
+        next_run: int | None = run_id
+        while next_run is not None:
+            try:
+                next_run = await _drive(conn, next_run)
+            except Exception as exc:
+                if (context.job.attempts or 0) + 1 < JOB_RETRY.max_attempts:
+                    raise
+                # The last attempt: a run must not stay live with no job to move it.
+                log.exception(
+                    "run %s: giving up after %s job attempts", next_run, JOB_RETRY.max_attempts
+                )
+                await store.give_up(conn, next_run, f"evalkit could not advance the run: {exc}")
+                return
+
+
+async def _drive(conn: Conn, run_id: int) -> int | None:
+    """Step one run as far as it goes now; return the next run to drive, if a slot freed."""
+    loaded = await store.load_work(conn, [run_id])
+    if not loaded:
+        return None
+    work, row = loaded[0]
+    if work.state in machine.TERMINAL or work.state == "queued":
+        return None
+    env = _env(row)
+    if env.capabilities.accepts.file_urls:
+        settings = runtime.settings()
+        work = store.sign_files(work, public_url(settings), settings.encryption_key or "")
+    freed = False
+    while work.state not in machine.TERMINAL:
+        result = await machine.step(work, env)
+        if result.transition is not None:
+            if not await store.apply_transition(conn, result.transition):
+                return None  # another driver moved it on: that one owns it now
+            before = work.state
+            work = machine.advance(work, result.transition)
+            freed = freed or (before in machine.IN_FLIGHT and work.state not in machine.IN_FLIGHT)
+        if result.wait > 0 and work.state not in machine.TERMINAL:
+            await defer_advance(None, run_id, after=result.wait)
+            break
+    if work.state in machine.TERMINAL:
+        await store.finish_experiment_if_done(conn, work.experiment_id)
+    if not freed:
+        return None
+    claimed = await store.claim_runs(conn, row["agent_id"], limit=1)
+    return claimed[0] if claimed else None
+
+
+async def defer_advance(conn: Conn | None, run_id: int, *, after: float = 0) -> None:
+    """Queue a step of the run (one waiting job per run at most)."""
+    await defer(
+        conn, "advance_run", queueing_lock=f"run:{run_id}", schedule_in=after, run_id=run_id
+    )
+
+
+def _env(row: dict[str, Any]) -> machine.Env:
+    settings = runtime.settings()
+    return machine.Env(
+        harness=HarnessClient(
+            row["harness_url"] or "", runtime.agent_key(row), runtime.http_client()
+        ),
+        capabilities=msgspec.convert(row["capabilities"] or {}, Capabilities),
+        fixture_bytes=runtime.fixture_bytes,
+        attempts=settings.worker.harness_attempts,
+        backoff=settings.worker.retry_backoff_seconds,
+    )

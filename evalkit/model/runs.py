@@ -1,0 +1,196 @@
+"""Wire objects for experiments, runs, the run state machine's steps and trajectories."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from evalkit.model.api import Input, Output
+from evalkit.model.harness import Capabilities, InputFile
+
+RunState = Literal[
+    "queued",
+    "starting",
+    "running",
+    "stopping",
+    "collecting",
+    "scoring",
+    "done",
+    "failed",
+    "errored",
+]
+Driver = Literal["server", "cli", "sdk"]
+
+
+class ExperimentCreate(Input, kw_only=True):
+    dataset: str
+    """``name@workspace`` (a bare name is the caller's personal workspace)."""
+    agent: str
+    case_ids: list[str] | None = None
+    split: str | None = None
+    repetitions: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1
+    model: str | None = None
+    capabilities: Capabilities | None = None
+    """Required when the caller's CLI drives the runs (a personal harness agent): the
+    capabilities it fetched from the harness. The server fetches them itself otherwise."""
+
+
+class Experiment(Output, kw_only=True):
+    id: int
+    workspace: str
+    dataset: str
+    """``name@workspace``."""
+    agent: str
+    """``name@workspace``."""
+    driver: Driver
+    status: Literal["running", "finished"]
+    repetitions: int
+    model: str | None
+    split: str | None
+    case_ids: list[str] | None
+    created_at: datetime
+    created_by: str | None
+    finished_at: datetime | None
+    runs: int
+    by_state: dict[str, int]
+    capabilities: Capabilities | None = None
+    summary: dict[str, Any] | None = None
+
+
+class RunRow(Output, kw_only=True):
+    id: int
+    case_id: str
+    repetition: int
+    state: RunState
+    harness_run_id: str | None
+    harness_status: str | None
+    error: str | None
+    timed_out: bool
+    attempts: int
+    created_at: datetime
+    started_at: datetime | None
+    harness_done_at: datetime | None
+    finished_at: datetime | None
+    trajectory_valid: bool | None
+    trajectory_partial: bool | None
+
+
+class ExperimentDetail(Experiment, kw_only=True):
+    run_list: list[RunRow] = msgspec.field(default_factory=list)
+
+
+class TrajectoryError(Output, kw_only=True):
+    path: str
+    rule: str
+    message: str
+
+
+class Run(Output, kw_only=True):
+    id: int
+    experiment_id: int
+    case_id: str
+    case_version: int
+    repetition: int
+    state: RunState
+    harness_run_id: str | None
+    harness_status: str | None
+    session_id: str | None
+    answer: str | None
+    output: Any
+    error: str | None
+    timed_out: bool
+    attempts: int
+    created_at: datetime
+    started_at: datetime | None
+    deadline_at: datetime | None
+    stop_requested_at: datetime | None
+    harness_done_at: datetime | None
+    finished_at: datetime | None
+    trajectory_source: str | None
+    trajectory_valid: bool | None
+    trajectory_partial: bool | None
+    trajectory_errors: list[TrajectoryError] = msgspec.field(default_factory=list)
+    trajectory_summary: dict[str, Any] | None = None
+    trajectory: Any = None
+
+
+# --------------------------------------------------------------------------- the machine
+
+
+class RunSettings(msgspec.Struct, kw_only=True):
+    run_timeout: float
+    poll_interval: float
+    stop_grace: float
+    trajectory_wait: float
+
+
+class RunWork(msgspec.Struct, kw_only=True):
+    """One run as the state machine sees it: where it is and what it needs to go on."""
+
+    run_id: int
+    experiment_id: int
+    state: RunState
+    attempts: int = 0
+    case_id: str
+    repetition: int
+    input: dict[str, Any]
+    """The case's effective ``input`` (overlay applied), without ``files``."""
+    files: list[InputFile] = []
+    """Pins of the input files; ``url`` is set when the server signed one."""
+    tags: list[str] = []
+    split: str | None = None
+    model: str | None = None
+    trajectory_source: Literal["harness", "otel"] = "harness"
+    settings: RunSettings
+    harness_run_id: str | None = None
+    harness_status: str | None = None
+    timed_out: bool = False
+    started_at: datetime | None = None
+    deadline_at: datetime | None = None
+    stop_requested_at: datetime | None = None
+
+
+class TrajectoryRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A trajectory as collected: the raw text (kept even when it is not valid ATIF)."""
+
+    source: Literal["harness", "otel", "sdk"]
+    raw: str | None = None
+    partial: bool = False
+    fetch_error: str | None = None
+
+
+class Transition(Input, kw_only=True, omit_defaults=True):
+    """One step of a run: from (state, attempts) to a state, with what was learned.
+
+    Applied by compare-and-set, so replaying a step changes nothing."""
+
+    run_id: int
+    from_state: RunState
+    from_attempts: int = 0
+    to_state: RunState
+    attempts: int = 0
+    harness_run_id: str | None = None
+    harness_status: str | None = None
+    session_id: str | None = None
+    answer: str | None = None
+    output: Any = None
+    error: str | None = None
+    timed_out: bool = False
+    started_at: datetime | None = None
+    deadline_at: datetime | None = None
+    stop_requested_at: datetime | None = None
+    harness_done_at: datetime | None = None
+    trajectory: TrajectoryRecord | None = None
+
+
+class TransitionResult(Output, kw_only=True):
+    applied: bool
+    """False when the run had already moved on (the step was a replay)."""
+    state: RunState
+
+
+class WorkList(Output, kw_only=True):
+    experiment_id: int
+    runs: list[RunWork]

@@ -1,0 +1,1 @@
+"""Runs: the state machine and its drivers."""

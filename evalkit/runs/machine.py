@@ -1,0 +1,308 @@
+"""The run state machine: the one place that decides what happens to a run next.
+
+::
+
+    queued -> starting -> running -> collecting -> scoring -> done | failed
+                 |          |  \\-> stopping (timeout) -> collecting
+                 \\----------\\-> errored (the harness could not be reached or broke the contract)
+
+:func:`step` looks at one run (a :class:`RunWork`), makes at most one harness call and
+returns a :class:`Step`: the :class:`Transition` to record, if any, and how long to wait
+before the next step. It never touches storage: the server's jobs apply transitions with
+SQL (``evalkit.jobs.runs``), the CLI posts them to the server (``evalkit.runs.local``).
+Both apply them by compare-and-set on (state, attempts), so a step replayed after a crash
+records nothing twice, and a harness run is started at most once because ``POST /runs``
+carries the run's id as an idempotency key.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import msgspec
+
+from evalkit.errors import EvalkitError
+from evalkit.harness.client import HarnessClient, HarnessError
+from evalkit.model.harness import FINAL_STATUSES, Capabilities, RunMetadata, RunStart, RunStatus
+from evalkit.model.runs import RunWork, TrajectoryRecord, Transition
+
+TERMINAL = frozenset({"done", "failed", "errored"})
+IN_FLIGHT = frozenset({"starting", "running", "stopping"})
+"""States that hold one of the agent's ``max_concurrent_runs`` slots."""
+
+ALLOWED: dict[str, frozenset[str]] = {
+    "queued": frozenset({"starting", "errored"}),
+    "starting": frozenset({"starting", "running", "collecting", "errored"}),
+    "running": frozenset({"running", "stopping", "collecting", "errored"}),
+    "stopping": frozenset({"stopping", "collecting", "errored"}),
+    "collecting": frozenset({"collecting", "scoring", "errored"}),
+    "scoring": frozenset({"done", "failed"}),
+}
+"""Every transition a driver may record; a state maps to itself only to count an attempt."""
+
+MAX_BACKOFF_SECONDS = 60.0
+
+
+def is_allowed(from_state: str, to_state: str) -> bool:
+    return to_state in ALLOWED.get(from_state, frozenset())
+
+
+@dataclass
+class Env:
+    """What a step may use: the harness, the clock, fixture bytes and the retry policy."""
+
+    harness: HarnessClient
+    capabilities: Capabilities
+    fixture_bytes: Callable[[str], Awaitable[bytes]]
+    attempts: int = 5
+    backoff: float = 1.0
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+    def retry_wait(self, attempt: int) -> float:
+        return min(self.backoff * 2 ** max(attempt - 1, 0), MAX_BACKOFF_SECONDS)
+
+
+@dataclass
+class Step:
+    transition: Transition | None
+    wait: float = 0.0
+    """Seconds before the next step; 0 means go on at once (unless the run is terminal)."""
+
+
+async def step(work: RunWork, env: Env) -> Step:
+    if work.state == "starting":
+        return await _start(work, env)
+    if work.state in ("running", "stopping"):
+        return await _poll(work, env)
+    if work.state == "collecting":
+        return await _collect(work, env)
+    if work.state == "scoring":
+        return _score(work)
+    raise ValueError(f"run {work.run_id} is {work.state}: no step to take")
+
+
+def claim(work: RunWork) -> Transition:
+    """queued -> starting: the run takes one of the agent's slots."""
+    return _to(work, "starting")
+
+
+def advance(work: RunWork, transition: Transition) -> RunWork:
+    """``work`` as it is after ``transition`` was recorded (saves reading it back)."""
+    changes = {
+        name: getattr(transition, name)
+        for name in (
+            "harness_run_id",
+            "harness_status",
+            "started_at",
+            "deadline_at",
+            "stop_requested_at",
+        )
+        if getattr(transition, name) is not None
+    }
+    return msgspec.structs.replace(
+        work,
+        state=transition.to_state,
+        attempts=transition.attempts,
+        timed_out=work.timed_out or transition.timed_out,
+        **changes,
+    )
+
+
+# --------------------------------------------------------------------------- the steps
+
+
+async def _start(work: RunWork, env: Env) -> Step:
+    try:
+        status = await env.harness.start(await _run_start(work, env))
+    except EvalkitError as exc:
+        return _failed_call(work, env, "starting the run", exc)
+    now = env.now()
+    begun = _to(
+        work,
+        "running",
+        harness_run_id=status.id,
+        harness_status=status.status,
+        started_at=now,
+        deadline_at=now + timedelta(seconds=work.settings.run_timeout),
+    )
+    if status.status in FINAL_STATUSES:
+        return Step(_finished_harness_run(work, status, now, begun))
+    return Step(begun, wait=work.settings.poll_interval)
+
+
+async def _poll(work: RunWork, env: Env) -> Step:
+    assert work.harness_run_id is not None
+    try:
+        status = await env.harness.status(work.harness_run_id)
+    except EvalkitError as exc:
+        return _failed_call(work, env, "polling the run", exc)
+    now = env.now()
+    if status.status in FINAL_STATUSES:
+        return Step(_finished_harness_run(work, status, now, _to(work, "collecting")))
+    recovered = _to(work, work.state) if work.attempts else None
+    if work.state == "running":
+        if work.deadline_at is None or now < work.deadline_at:
+            return Step(recovered, wait=work.settings.poll_interval)
+        return await _time_out(work, env, now)
+    assert work.stop_requested_at is not None
+    grace_ends = work.stop_requested_at + timedelta(seconds=work.settings.stop_grace)
+    if now < grace_ends:
+        wait = min(work.settings.poll_interval, (grace_ends - now).total_seconds())
+        return Step(recovered, wait=max(wait, 0.0))
+    return Step(
+        _to(
+            work,
+            "collecting",
+            harness_status=status.status,
+            error=(
+                f"{_timeout_text(work)}; the harness was asked to stop but still said "
+                f"'{status.status}' after the {work.settings.stop_grace:g} s stop grace"
+            ),
+        )
+    )
+
+
+async def _time_out(work: RunWork, env: Env, now: datetime) -> Step:
+    assert work.harness_run_id is not None
+    if not env.capabilities.accepts.stop:
+        return Step(
+            _to(
+                work,
+                "collecting",
+                timed_out=True,
+                error=(
+                    f"{_timeout_text(work)}; the harness does not accept stop "
+                    "(capabilities.accepts.stop is false), so the run may still be going there"
+                ),
+            )
+        )
+    try:
+        await env.harness.stop(work.harness_run_id)
+    except EvalkitError as exc:
+        return Step(
+            _to(
+                work,
+                "collecting",
+                timed_out=True,
+                error=f"{_timeout_text(work)}; asking the harness to stop failed: {exc}",
+            )
+        )
+    stopping = _to(work, "stopping", timed_out=True, stop_requested_at=now)
+    return Step(stopping, wait=min(work.settings.poll_interval, work.settings.stop_grace))
+
+
+async def _collect(work: RunWork, env: Env) -> Step:
+    if work.trajectory_source == "otel":
+        # Trajectories built from spans arrive with the OTel collector (issue 5).
+        return Step(_to(work, "scoring"))
+    if not env.capabilities.provides.trajectory or work.harness_run_id is None:
+        return Step(_to(work, "scoring"))
+    partial = work.timed_out and work.harness_status not in FINAL_STATUSES
+    try:
+        raw = await env.harness.trajectory(work.harness_run_id)
+    except EvalkitError as exc:
+        retry = isinstance(exc, HarnessError) and exc.retryable and not work.timed_out
+        if retry and work.attempts + 1 < env.attempts:
+            return _failed_call(work, env, "fetching the trajectory", exc)
+        # After a timeout the trajectory is fetched once: what comes is what is kept.
+        record = TrajectoryRecord(source="harness", partial=partial, fetch_error=str(exc))
+        return Step(_to(work, "scoring", trajectory=record))
+    text = raw.decode("utf-8", "replace")
+    return Step(
+        _to(
+            work,
+            "scoring",
+            trajectory=TrajectoryRecord(source="harness", raw=text, partial=partial),
+        )
+    )
+
+
+def _score(work: RunWork) -> Step:
+    # Scoring hands off here; evaluators are filled in by the scoring work (issue 6).
+    if work.harness_status == "failed":
+        return Step(_to(work, "failed"))
+    if work.harness_status == "stopped" and not work.timed_out:
+        return Step(_to(work, "failed", error="the harness stopped the run before it finished"))
+    return Step(_to(work, "done"))
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _to(work: RunWork, state: str, *, attempts: int = 0, **fields: object) -> Transition:
+    return Transition(
+        run_id=work.run_id,
+        from_state=work.state,
+        from_attempts=work.attempts,
+        to_state=state,  # type: ignore[arg-type]
+        attempts=attempts,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def _finished_harness_run(
+    work: RunWork, status: RunStatus, now: datetime, base: Transition
+) -> Transition:
+    error = status.error if status.status == "failed" else None
+    if status.status == "failed" and not error:
+        error = "the harness reported the run as failed without saying why"
+    return msgspec.structs.replace(
+        base,
+        to_state="collecting",
+        harness_run_id=base.harness_run_id or status.id,
+        harness_status=status.status,
+        answer=status.answer,
+        output=status.output,
+        session_id=status.session_id,
+        error=error,
+        harness_done_at=now,
+    )
+
+
+def _failed_call(work: RunWork, env: Env, doing: str, exc: EvalkitError) -> Step:
+    attempt = work.attempts + 1
+    retryable = isinstance(exc, HarnessError) and exc.retryable
+    if retryable and attempt < env.attempts:
+        again = _to(work, work.state, attempts=attempt, error=None)
+        return Step(again, wait=env.retry_wait(attempt))
+    tried = f" (after {attempt} attempts)" if retryable else ""
+    return Step(_to(work, "errored", error=f"{doing}{tried}: {exc}"))
+
+
+def _timeout_text(work: RunWork) -> str:
+    return f"timed out after {work.settings.run_timeout:g} s"
+
+
+async def _run_start(work: RunWork, env: Env) -> RunStart:
+    return RunStart(
+        evalkit_run_id=str(work.run_id),
+        input=work.input,
+        files=[await _file_for(f, env) for f in work.files],
+        model=work.model,
+        metadata=RunMetadata(
+            experiment_id=work.experiment_id,
+            case_id=work.case_id,
+            repetition=work.repetition,
+            tags=work.tags,
+            split=work.split,
+        ),
+    )
+
+
+async def _file_for(pin, env: Env):  # type: ignore[no-untyped-def]
+    accepts = env.capabilities.accepts
+    if accepts.file_urls and pin.url:
+        return msgspec.structs.replace(pin, content_base64=None)
+    if accepts.files:
+        data = await env.fixture_bytes(pin.sha256)
+        return msgspec.structs.replace(
+            pin, url=None, content_base64=base64.b64encode(data).decode("ascii")
+        )
+    raise HarnessError(
+        f"the case attaches file '{pin.name}' but the harness accepts neither files nor "
+        "file URLs (capabilities.accepts)",
+        retryable=False,
+    )

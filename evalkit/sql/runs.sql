@@ -1,0 +1,215 @@
+-- name: experiment_case_pins :many
+-- The current version of every case of a dataset (removed ones included, the caller skips
+-- them), and for overlays the current version of the case they patch.
+WITH current AS (
+    SELECT DISTINCT ON (c.id)
+           c.case_id, v.id AS version_id, v.removed, v.content, v.overlay_target
+    FROM cases c
+    JOIN case_versions v ON v.case_pk = c.id
+    WHERE c.dataset_id = %(dataset_id)s
+    ORDER BY c.id, v.version DESC
+)
+SELECT cur.case_id, cur.version_id, cur.removed, cur.content, cur.overlay_target,
+       tgt.version_id AS target_version_id, tgt.content AS target_content
+FROM current cur
+LEFT JOIN LATERAL (
+    SELECT v2.id AS version_id, v2.content
+    FROM cases c2
+    JOIN case_versions v2 ON v2.case_pk = c2.id
+    WHERE cur.overlay_target IS NOT NULL
+      AND c2.workspace_id = %(workspace_id)s
+      AND c2.case_id = cur.overlay_target
+    ORDER BY v2.version DESC
+    LIMIT 1
+) tgt ON true
+ORDER BY cur.case_id;
+
+-- name: experiment_insert :one
+INSERT INTO experiments (workspace_id, dataset_id, agent_id, driver, repetitions, model,
+                         split, case_ids, capabilities, created_by)
+VALUES (%(workspace_id)s, %(dataset_id)s, %(agent_id)s, %(driver)s, %(repetitions)s,
+        %(model)s, %(split)s, %(case_ids)s, %(capabilities)s::jsonb, %(created_by)s)
+RETURNING id;
+
+-- name: runs_insert :exec
+-- One run per pinned case version and repetition; first repetitions first.
+INSERT INTO runs (experiment_id, agent_id, case_version_id, target_version_id, case_id,
+                  repetition)
+SELECT %(experiment_id)s, %(agent_id)s, pin.version_id, pin.target_version_id, pin.case_id, rep
+FROM unnest(%(version_ids)s::bigint[], %(target_version_ids)s::bigint[],
+            %(case_ids)s::text[]) AS pin (version_id, target_version_id, case_id)
+CROSS JOIN generate_series(1, %(repetitions)s) AS rep
+ORDER BY rep, pin.case_id;
+
+-- name: experiment_get :one
+SELECT e.id, e.workspace_id, w.name AS workspace, w.kind AS workspace_kind,
+       w.owner_id AS workspace_owner_id,
+       d.name AS dataset, dw.name AS dataset_workspace,
+       a.id AS agent_id, a.name AS agent, aw.name AS agent_workspace,
+       e.driver, e.status, e.repetitions, e.model, e.split, e.case_ids, e.capabilities,
+       e.created_at, e.created_by, u.username AS created_by_name, e.finished_at, e.summary
+FROM experiments e
+JOIN workspaces w ON w.id = e.workspace_id
+JOIN datasets d ON d.id = e.dataset_id
+JOIN workspaces dw ON dw.id = d.workspace_id
+JOIN agents a ON a.id = e.agent_id
+JOIN workspaces aw ON aw.id = a.workspace_id
+LEFT JOIN users u ON u.id = e.created_by
+WHERE e.id = %(experiment_id)s;
+
+-- name: experiment_list :many
+-- Newest first; one workspace when workspace_id is set, else all.
+SELECT e.id, w.name AS workspace, d.name AS dataset, dw.name AS dataset_workspace,
+       a.name AS agent, aw.name AS agent_workspace, e.driver, e.status, e.repetitions,
+       e.model, e.created_at, u.username AS created_by_name, e.finished_at, e.summary,
+       (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id) AS runs,
+       (SELECT count(*) FROM runs r
+        WHERE r.experiment_id = e.id AND r.state IN ('done', 'failed', 'errored')) AS finished_runs
+FROM experiments e
+JOIN workspaces w ON w.id = e.workspace_id
+JOIN datasets d ON d.id = e.dataset_id
+JOIN workspaces dw ON dw.id = d.workspace_id
+JOIN agents a ON a.id = e.agent_id
+JOIN workspaces aw ON aw.id = a.workspace_id
+LEFT JOIN users u ON u.id = e.created_by
+WHERE (%(workspace_id)s::bigint IS NULL OR e.workspace_id = %(workspace_id)s)
+ORDER BY e.id DESC
+LIMIT %(limit)s;
+
+-- name: experiment_state_counts :many
+SELECT state, count(*) AS n FROM runs WHERE experiment_id = %(experiment_id)s GROUP BY state;
+
+-- name: experiment_runs :many
+SELECT r.id, r.case_id, r.repetition, r.state, r.harness_run_id, r.harness_status,
+       r.error, r.timed_out, r.attempts, r.created_at, r.started_at, r.harness_done_at,
+       r.finished_at, t.valid AS trajectory_valid, t.partial AS trajectory_partial
+FROM runs r
+LEFT JOIN trajectories t ON t.run_id = r.id
+WHERE r.experiment_id = %(experiment_id)s
+ORDER BY r.id;
+
+-- name: experiment_finish_if_done :one
+-- Close the experiment once no run is live; the summary is counted here, in one statement.
+UPDATE experiments e
+SET status = 'finished', finished_at = now(),
+    summary = (
+        SELECT jsonb_build_object(
+            'runs', count(*),
+            'by_state', jsonb_object_agg(s.state, s.n),
+            'timed_out', sum(s.timed_out),
+            'seconds', extract(epoch FROM now() - e.created_at)
+        )
+        FROM (SELECT state, count(*) AS n, count(*) FILTER (WHERE timed_out) AS timed_out
+              FROM runs WHERE experiment_id = e.id GROUP BY state) s
+    )
+WHERE e.id = %(experiment_id)s AND e.status = 'running'
+  AND NOT EXISTS (SELECT 1 FROM runs r
+                  WHERE r.experiment_id = e.id AND r.state NOT IN ('done', 'failed', 'errored'))
+RETURNING e.id;
+
+-- name: experiment_reopen :exec
+-- A resumed experiment with live runs is running again.
+UPDATE experiments SET status = 'running', finished_at = NULL, summary = NULL
+WHERE id = %(experiment_id)s
+  AND EXISTS (SELECT 1 FROM runs r
+              WHERE r.experiment_id = %(experiment_id)s
+                AND r.state NOT IN ('done', 'failed', 'errored'));
+
+-- name: run_work :many
+-- Everything the state machine needs for these runs.
+SELECT r.id AS run_id, r.experiment_id, r.agent_id, r.state, r.attempts, r.case_id,
+       r.repetition, r.harness_run_id, r.harness_status, r.timed_out, r.started_at,
+       r.deadline_at, r.stop_requested_at,
+       e.model, e.capabilities, e.driver, e.created_by AS experiment_created_by,
+       a.harness_url, a.api_key, a.trajectory_source, a.run_timeout_seconds,
+       a.poll_interval_seconds, a.stop_grace_seconds, a.trajectory_wait_seconds,
+       v.content, v.fixtures, tv.content AS target_content, tv.fixtures AS target_fixtures
+FROM runs r
+JOIN experiments e ON e.id = r.experiment_id
+JOIN agents a ON a.id = r.agent_id
+JOIN case_versions v ON v.id = r.case_version_id
+LEFT JOIN case_versions tv ON tv.id = r.target_version_id
+WHERE r.id = ANY(%(run_ids)s::bigint[])
+ORDER BY r.id;
+
+-- name: run_live_ids :many
+SELECT id, state FROM runs
+WHERE experiment_id = %(experiment_id)s AND state NOT IN ('done', 'failed', 'errored')
+ORDER BY id;
+
+-- name: run_transition :one
+-- Compare-and-set: applies only if the run is still in from_state with from_attempts, so
+-- a step replayed after a crash, or by a second driver, changes nothing.
+UPDATE runs SET
+    state = %(to_state)s,
+    attempts = %(attempts)s,
+    harness_run_id = COALESCE(%(harness_run_id)s, harness_run_id),
+    harness_status = COALESCE(%(harness_status)s, harness_status),
+    session_id = COALESCE(%(session_id)s, session_id),
+    answer = COALESCE(%(answer)s, answer),
+    output = COALESCE(%(output)s::jsonb, output),
+    error = COALESCE(%(error)s, error),
+    timed_out = timed_out OR %(timed_out)s,
+    started_at = COALESCE(started_at, %(started_at)s),
+    deadline_at = COALESCE(deadline_at, %(deadline_at)s),
+    stop_requested_at = COALESCE(stop_requested_at, %(stop_requested_at)s),
+    harness_done_at = COALESCE(harness_done_at, %(harness_done_at)s),
+    finished_at = CASE WHEN %(to_state)s IN ('done', 'failed', 'errored') THEN now() END,
+    updated_at = now()
+WHERE id = %(run_id)s AND state = %(from_state)s AND attempts = %(from_attempts)s
+RETURNING id;
+
+-- name: trajectory_insert :exec
+INSERT INTO trajectories (run_id, source, body, raw, partial, valid, errors)
+VALUES (%(run_id)s, %(source)s, %(body)s::jsonb, %(raw)s, %(partial)s, %(valid)s,
+        %(errors)s::jsonb)
+ON CONFLICT (run_id) DO NOTHING;
+
+-- name: agent_lock :exec
+-- Serializes claims for one agent (held until the transaction ends).
+SELECT 1 FROM agents WHERE id = %(agent_id)s FOR UPDATE;
+
+-- name: runs_claim :many
+-- Move up to `limit` queued server-driven runs of an agent to starting, never past the
+-- agent's max_concurrent_runs in flight. Run after agent_lock in the same transaction.
+UPDATE runs SET state = 'starting', updated_at = now()
+WHERE id IN (
+    SELECT r.id
+    FROM runs r
+    JOIN experiments e ON e.id = r.experiment_id
+    WHERE r.agent_id = %(agent_id)s AND r.state = 'queued' AND e.driver = 'server'
+    ORDER BY r.id
+    LIMIT GREATEST(0, LEAST(
+        %(limit)s,
+        (SELECT max_concurrent_runs FROM agents WHERE id = %(agent_id)s)
+        - (SELECT count(*) FROM runs
+           WHERE agent_id = %(agent_id)s AND state IN ('starting', 'running', 'stopping'))
+    ))
+    FOR UPDATE OF r SKIP LOCKED
+)
+RETURNING id;
+
+-- name: agents_with_queued_runs :many
+-- Agents that have server-driven runs waiting (the periodic dispatcher's sweep).
+SELECT DISTINCT r.agent_id
+FROM runs r JOIN experiments e ON e.id = r.experiment_id
+WHERE r.state = 'queued' AND e.driver = 'server';
+
+-- name: run_get :one
+SELECT r.id, r.experiment_id, r.case_id, r.repetition, r.state, r.harness_run_id,
+       r.harness_status, r.session_id, r.answer, r.output, r.error, r.timed_out, r.attempts,
+       r.created_at, r.started_at, r.deadline_at, r.stop_requested_at, r.harness_done_at,
+       r.finished_at, v.version AS case_version,
+       t.source AS trajectory_source, t.body AS trajectory, t.partial AS trajectory_partial,
+       t.valid AS trajectory_valid, t.errors AS trajectory_errors,
+       e.workspace_id, e.driver, e.created_by AS experiment_created_by
+FROM runs r
+JOIN experiments e ON e.id = r.experiment_id
+JOIN case_versions v ON v.id = r.case_version_id
+LEFT JOIN trajectories t ON t.run_id = r.id
+WHERE r.id = %(run_id)s;
+
+-- name: run_give_up :one
+UPDATE runs SET state = 'errored', error = %(error)s, finished_at = now(), updated_at = now()
+WHERE id = %(run_id)s AND state NOT IN ('done', 'failed', 'errored')
+RETURNING experiment_id;

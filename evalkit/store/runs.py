@@ -1,0 +1,392 @@
+"""Experiments and runs: pinning cases, recording transitions, claiming agent slots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from evalkit.atif import summarize, validate_trajectory
+from evalkit.atif.model import Trajectory
+from evalkit.blobs.signing import sign_fixture_url
+from evalkit.cases.suite import apply_overlay
+from evalkit.db import Conn
+from evalkit.errors import BadRequest, NotFound
+from evalkit.model import runs as wire
+from evalkit.model.harness import Capabilities, InputFile
+from evalkit.runs.machine import TERMINAL
+
+_json = msgspec.json.Encoder()
+_decode_json = msgspec.json.Decoder()
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else _json.encode(value).decode()
+
+
+# --------------------------------------------------------------------------- creating
+
+
+class CasePin(msgspec.Struct, frozen=True):
+    case_id: str
+    version_id: int
+    target_version_id: int | None
+
+
+async def pin_cases(
+    conn: Conn,
+    *,
+    workspace_id: int,
+    dataset_id: int,
+    dataset: str,
+    case_ids: list[str] | None,
+    split: str | None,
+) -> list[CasePin]:
+    """The current version of every case the experiment runs (review never filters)."""
+    rows = await conn.all("experiment_case_pins", workspace_id=workspace_id, dataset_id=dataset_id)
+    live = [row for row in rows if not row["removed"]]
+    if case_ids:
+        known = {row["case_id"] for row in live}
+        unknown = [case_id for case_id in case_ids if case_id not in known]
+        if unknown:
+            raise BadRequest(
+                f"dataset {dataset} has no case {', '.join(map(repr, unknown))}; "
+                f"see `evalkit cases list {dataset}`",
+                code="no-such-case",
+            )
+        wanted = set(case_ids)
+        live = [row for row in live if row["case_id"] in wanted]
+    pins = []
+    for row in live:
+        if row["overlay_target"] and row["target_version_id"] is None:
+            raise BadRequest(
+                f"case {row['case_id']} of {dataset} overlays case {row['overlay_target']!r}, "
+                "which no dataset of the workspace has; sync the target first",
+                code="overlay-target-missing",
+            )
+        if split is not None and _effective(row).get("split") != split:
+            continue
+        pins.append(CasePin(row["case_id"], row["version_id"], row["target_version_id"]))
+    if not pins:
+        which = f" in split {split!r}" if split is not None else ""
+        raise BadRequest(
+            f"dataset {dataset} has no cases to run{which}; sync cases into it first",
+            code="no-cases",
+        )
+    return pins
+
+
+def _effective(row: dict[str, Any]) -> dict[str, Any]:
+    if row.get("target_content") is None:
+        return row["content"]
+    return apply_overlay(row["target_content"], row["content"])
+
+
+async def insert_experiment(
+    conn: Conn,
+    *,
+    workspace_id: int,
+    dataset_id: int,
+    agent_id: int,
+    driver: str,
+    body: wire.ExperimentCreate,
+    capabilities: Capabilities | None,
+    created_by: int | None,
+    pins: list[CasePin],
+) -> int:
+    row = await conn.one(
+        "experiment_insert",
+        workspace_id=workspace_id,
+        dataset_id=dataset_id,
+        agent_id=agent_id,
+        driver=driver,
+        repetitions=body.repetitions,
+        model=body.model,
+        split=body.split,
+        case_ids=body.case_ids,
+        capabilities=_dumps(capabilities),
+        created_by=created_by,
+    )
+    assert row is not None
+    experiment_id: int = row["id"]
+    await conn.execute(
+        "runs_insert",
+        experiment_id=experiment_id,
+        agent_id=agent_id,
+        version_ids=[p.version_id for p in pins],
+        target_version_ids=[p.target_version_id for p in pins],
+        case_ids=[p.case_id for p in pins],
+        repetitions=body.repetitions,
+    )
+    return experiment_id
+
+
+# --------------------------------------------------------------------------- reading
+
+
+async def experiment_row(conn: Conn, experiment_id: int) -> dict[str, Any]:
+    row = await conn.one("experiment_get", experiment_id=experiment_id)
+    if row is None:
+        raise NotFound(
+            f"no experiment {experiment_id}; see `evalkit experiments list`",
+            code="no-such-experiment",
+        )
+    return row
+
+
+async def get_experiment(conn: Conn, experiment_id: int, *, with_runs: bool = False) -> Any:
+    row = await experiment_row(conn, experiment_id)
+    counts = await conn.all("experiment_state_counts", experiment_id=experiment_id)
+    by_state = {c["state"]: c["n"] for c in counts}
+    fields = dict(
+        id=row["id"],
+        workspace=row["workspace"],
+        dataset=f"{row['dataset']}@{row['dataset_workspace']}",
+        agent=f"{row['agent']}@{row['agent_workspace']}",
+        driver=row["driver"],
+        status=row["status"],
+        repetitions=row["repetitions"],
+        model=row["model"],
+        split=row["split"],
+        case_ids=row["case_ids"],
+        created_at=row["created_at"],
+        created_by=row["created_by_name"],
+        finished_at=row["finished_at"],
+        runs=sum(by_state.values()),
+        by_state=by_state,
+        capabilities=msgspec.convert(row["capabilities"], Capabilities)
+        if row["capabilities"]
+        else None,
+        summary=row["summary"],
+    )
+    if not with_runs:
+        return wire.Experiment(**fields)
+    rows = await conn.all("experiment_runs", experiment_id=experiment_id)
+    return wire.ExperimentDetail(**fields, run_list=[wire.RunRow(**r) for r in rows])
+
+
+async def list_experiments(
+    conn: Conn, workspace_id: int | None, limit: int
+) -> list[wire.Experiment]:
+    rows = await conn.all("experiment_list", workspace_id=workspace_id, limit=limit)
+    return [
+        wire.Experiment(
+            id=r["id"],
+            workspace=r["workspace"],
+            dataset=f"{r['dataset']}@{r['dataset_workspace']}",
+            agent=f"{r['agent']}@{r['agent_workspace']}",
+            driver=r["driver"],
+            status=r["status"],
+            repetitions=r["repetitions"],
+            model=r["model"],
+            split=None,
+            case_ids=None,
+            created_at=r["created_at"],
+            created_by=r["created_by_name"],
+            finished_at=r["finished_at"],
+            runs=r["runs"],
+            by_state={"finished": r["finished_runs"]},
+            summary=r["summary"],
+        )
+        for r in rows
+    ]
+
+
+async def run_row(conn: Conn, run_id: int) -> dict[str, Any]:
+    row = await conn.one("run_get", run_id=run_id)
+    if row is None:
+        raise NotFound(f"no run {run_id}; see `evalkit experiments show ID`", code="no-such-run")
+    return row
+
+
+def run_view(row: dict[str, Any], *, with_trajectory: bool) -> wire.Run:
+    body = row["trajectory"]
+    summary = None
+    if body is not None and row["trajectory_valid"]:
+        try:
+            summary = msgspec.to_builtins(summarize(msgspec.convert(body, Trajectory)))
+        except (msgspec.ValidationError, ValueError):
+            summary = None
+    return wire.Run(
+        id=row["id"],
+        experiment_id=row["experiment_id"],
+        case_id=row["case_id"],
+        case_version=row["case_version"],
+        repetition=row["repetition"],
+        state=row["state"],
+        harness_run_id=row["harness_run_id"],
+        harness_status=row["harness_status"],
+        session_id=row["session_id"],
+        answer=row["answer"],
+        output=row["output"],
+        error=row["error"],
+        timed_out=row["timed_out"],
+        attempts=row["attempts"],
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        deadline_at=row["deadline_at"],
+        stop_requested_at=row["stop_requested_at"],
+        harness_done_at=row["harness_done_at"],
+        finished_at=row["finished_at"],
+        trajectory_source=row["trajectory_source"],
+        trajectory_valid=row["trajectory_valid"],
+        trajectory_partial=row["trajectory_partial"],
+        trajectory_errors=[wire.TrajectoryError(**e) for e in row["trajectory_errors"] or []],
+        trajectory_summary=summary,
+        trajectory=body if with_trajectory else None,
+    )
+
+
+# --------------------------------------------------------------------------- the machine
+
+
+async def load_work(conn: Conn, run_ids: list[int]) -> list[tuple[wire.RunWork, dict[str, Any]]]:
+    """Each run as the state machine sees it, with the raw row (agent key, capabilities)."""
+    rows = await conn.all("run_work", run_ids=run_ids)
+    return [(work_from_row(row), row) for row in rows]
+
+
+def work_from_row(row: dict[str, Any]) -> wire.RunWork:
+    content = row["content"]
+    fixtures = dict(row["fixtures"] or {})
+    if row["target_content"] is not None:
+        content = apply_overlay(row["target_content"], content)
+        fixtures = {**(row["target_fixtures"] or {}), **fixtures}
+    case_input = dict(content.get("input") or {})
+    keys = [str(k) for k in case_input.pop("files", None) or []]
+    files = [
+        InputFile(
+            name=key,
+            sha256=fixtures[key]["sha256"],
+            size=fixtures[key]["size"],
+            context=fixtures[key].get("context"),
+        )
+        for key in keys
+        if key in fixtures
+    ]
+    return wire.RunWork(
+        run_id=row["run_id"],
+        experiment_id=row["experiment_id"],
+        state=row["state"],
+        attempts=row["attempts"],
+        case_id=row["case_id"],
+        repetition=row["repetition"],
+        input=case_input,
+        files=files,
+        tags=list(content.get("tags") or []),
+        split=content.get("split"),
+        model=row["model"],
+        trajectory_source=row["trajectory_source"],
+        settings=wire.RunSettings(
+            run_timeout=row["run_timeout_seconds"],
+            poll_interval=row["poll_interval_seconds"],
+            stop_grace=row["stop_grace_seconds"],
+            trajectory_wait=row["trajectory_wait_seconds"],
+        ),
+        harness_run_id=row["harness_run_id"],
+        harness_status=row["harness_status"],
+        timed_out=row["timed_out"],
+        started_at=row["started_at"],
+        deadline_at=row["deadline_at"],
+        stop_requested_at=row["stop_requested_at"],
+    )
+
+
+def sign_files(work: wire.RunWork, public_url: str, key: str) -> wire.RunWork:
+    """``work`` with a signed download URL on each input file, valid for the run's whole
+    timeout and an hour more (for harnesses that accept file URLs)."""
+    if not work.files:
+        return work
+    ttl = int(work.settings.run_timeout) + 3600
+    files = [
+        msgspec.structs.replace(f, url=sign_fixture_url(public_url, f.sha256, key, ttl))
+        for f in work.files
+    ]
+    return msgspec.structs.replace(work, files=files)
+
+
+async def apply_transition(conn: Conn, t: wire.Transition) -> bool:
+    """Record ``t`` if the run is still where ``t`` starts from; True when it was applied.
+
+    The trajectory (if any) is validated here, on the server, whoever collected it, and
+    is written in the same transaction as the state change."""
+    async with conn.transaction():
+        row = await conn.one(
+            "run_transition",
+            run_id=t.run_id,
+            from_state=t.from_state,
+            from_attempts=t.from_attempts,
+            to_state=t.to_state,
+            attempts=t.attempts,
+            harness_run_id=t.harness_run_id,
+            harness_status=t.harness_status,
+            session_id=t.session_id,
+            answer=t.answer,
+            output=_dumps(t.output),
+            error=t.error,
+            timed_out=t.timed_out,
+            started_at=t.started_at,
+            deadline_at=t.deadline_at,
+            stop_requested_at=t.stop_requested_at,
+            harness_done_at=t.harness_done_at,
+        )
+        if row is None:
+            return False
+        if t.trajectory is not None:
+            await conn.execute("trajectory_insert", run_id=t.run_id, **_checked(t.trajectory))
+    return True
+
+
+def _checked(record: wire.TrajectoryRecord) -> dict[str, Any]:
+    """Decode and validate a collected trajectory; keep the raw text when it is not JSON."""
+    base = {"source": record.source, "partial": record.partial}
+    if record.raw is None:
+        error = {
+            "path": "",
+            "rule": "not-collected",
+            "message": record.fetch_error or "no trajectory was collected",
+        }
+        return {**base, "body": None, "raw": None, "valid": False, "errors": _dumps([error])}
+    try:
+        doc = _decode_json.decode(record.raw)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        error = {"path": "", "rule": "json-invalid", "message": f"not valid JSON ({exc})"}
+        return {**base, "body": None, "raw": record.raw, "valid": False, "errors": _dumps([error])}
+    errors = [
+        {"path": e.path, "rule": e.rule, "message": e.message} for e in validate_trajectory(doc)
+    ]
+    return {
+        **base,
+        "body": record.raw,
+        "raw": None,
+        "valid": not errors,
+        "errors": _dumps(errors),
+    }
+
+
+async def give_up(conn: Conn, run_id: int, error: str) -> None:
+    """End a live run as errored whatever its state (its job failed for good)."""
+    row = await conn.one("run_give_up", run_id=run_id, error=error)
+    if row is not None:
+        await finish_experiment_if_done(conn, row["experiment_id"])
+
+
+async def finish_experiment_if_done(conn: Conn, experiment_id: int) -> bool:
+    return await conn.one("experiment_finish_if_done", experiment_id=experiment_id) is not None
+
+
+async def claim_runs(conn: Conn, agent_id: int, limit: int) -> list[int]:
+    """Move up to ``limit`` queued server-driven runs of the agent to starting, within the
+    agent's free slots. The agent row lock makes concurrent claims count each other."""
+    async with conn.transaction():
+        await conn.execute("agent_lock", agent_id=agent_id)
+        rows = await conn.all("runs_claim", agent_id=agent_id, limit=limit)
+    return [row["id"] for row in rows]
+
+
+async def live_runs(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
+    return await conn.all("run_live_ids", experiment_id=experiment_id)
+
+
+def is_terminal(state: str) -> bool:
+    return state in TERMINAL

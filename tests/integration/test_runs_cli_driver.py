@@ -1,0 +1,144 @@
+"""Personal Harness API agents: the owner's CLI drives the runs on the owner's machine and
+posts each step to the server, which records it by compare-and-set."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from evalkit.harness.reference import Behaviour
+from tests.conftest import ADMIN_PASSWORD
+from tests.integration.datasets_helpers import Repo, admin_api
+from tests.integration.runs_helpers import (
+    api,
+    create_agent,
+    engine_server,
+    harness,
+    login_token,
+    write_suite,
+)
+
+
+@pytest.fixture
+def engine(database_url, tmp_path):
+    running = engine_server(database_url, tmp_path, worker=False)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def alice(engine, cli, tmp_path):
+    """alice, logged in through the CLI environment, with her own finance suite synced."""
+    admin = login_token(engine, "admin", ADMIN_PASSWORD)
+    admin_api(
+        engine,
+        admin,
+        "POST",
+        "/api/users",
+        json={"username": "alice", "password": "alice-password"},
+    )
+    token = login_token(engine, "alice", "alice-password")
+    cli.monkeypatch.setenv("EVALKIT_SERVER_URL", engine.url)
+    cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
+    repo = Repo(tmp_path / "repo")
+    suite = write_suite(repo)
+    return token, suite, admin
+
+
+def test_personal_agent_is_driven_by_the_cli(engine, alice, cli):
+    token, suite, _ = alice
+    with harness(Behaviour(run_seconds=0.1)) as ref:
+        create_agent(engine, token, "alice", "mine", ref.url, max_concurrent_runs=2)
+        # A suite directory is synced first, then run.
+        result = cli("run", str(suite), "--agent", "mine", "--repetitions", "2", "--json")
+        assert result.code == 0, result.err
+        detail = result.json
+        assert detail["driver"] == "cli" and detail["workspace"] == "alice"
+        assert detail["by_state"] == {"done": 6}
+        assert ref.counters.runs_created == 6 and ref.counters.max_live <= 2
+        assert all(r["trajectory_valid"] for r in detail["run_list"])
+        assert detail["capabilities"]["accepts"]["stop"] is True
+
+
+def test_interrupted_cli_run_is_resumed(engine, alice, cli):
+    token, suite, _ = alice
+    cli("sync", str(suite))
+    with harness() as ref:
+        create_agent(engine, token, "alice", "mine", ref.url)
+        # Start an experiment without driving it (as a CLI killed right after creating it).
+        caps = httpx.get(ref.url + "/capabilities").json()
+        created = api(
+            engine,
+            token,
+            "POST",
+            "/api/experiments",
+            json={
+                "dataset": "finance",
+                "agent": "mine",
+                "capabilities": caps,
+            },
+        )
+        assert created.status_code == 201, created.text
+        experiment_id = created.json()["id"]
+        assert created.json()["by_state"] == {"queued": 3}
+        resumed = cli("run", "--resume", str(experiment_id), "--json")
+        assert resumed.code == 0, resumed.err
+        assert resumed.json["by_state"] == {"done": 3}
+        assert ref.counters.runs_created == 3
+
+
+def test_only_the_owner_runs_a_personal_agent(engine, alice, cli):
+    token, suite, admin = alice
+    cli("sync", str(suite))
+    with harness() as ref:
+        create_agent(engine, token, "alice", "mine", ref.url)
+        caps = httpx.get(ref.url + "/capabilities").json()
+        body = {"dataset": "finance@alice", "agent": "mine@alice", "capabilities": caps}
+        refused = api(engine, admin, "POST", "/api/experiments", json=body)
+        assert refused.status_code == 403
+        assert refused.json()["error"]["code"] == "personal-agent-owner-only"
+        # The server never drives a personal agent: no capabilities, no experiment.
+        missing = api(
+            engine, token, "POST", "/api/experiments", json={"dataset": "finance", "agent": "mine"}
+        )
+        assert missing.status_code == 400
+        assert missing.json()["error"]["code"] == "capabilities-required"
+        created = api(engine, token, "POST", "/api/experiments", json=body).json()
+        work = api(engine, admin, "GET", f"/api/experiments/{created['id']}/work")
+        assert work.status_code == 403
+        run_id = api(engine, token, "GET", f"/api/experiments/{created['id']}").json()["run_list"][
+            0
+        ]["id"]
+        step = {"run_id": run_id, "from_state": "queued", "to_state": "starting"}
+        assert (
+            api(engine, admin, "POST", f"/api/runs/{run_id}/transition", json=step).status_code
+            == 403
+        )
+        jump = {"run_id": run_id, "from_state": "queued", "to_state": "done"}
+        bad = api(engine, token, "POST", f"/api/runs/{run_id}/transition", json=jump)
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "transition-not-allowed"
+        first = api(engine, token, "POST", f"/api/runs/{run_id}/transition", json=step).json()
+        replay = api(engine, token, "POST", f"/api/runs/{run_id}/transition", json=step).json()
+        assert first == {"applied": True, "state": "starting"}
+        assert replay == {"applied": False, "state": "starting"}
+
+
+def test_missing_key_variable_is_named(engine, alice, cli):
+    token, suite, _ = alice
+    cli("sync", str(suite))
+    with harness(api_key="s3cret") as ref:
+        cli.monkeypatch.setenv("MINE_KEY", "s3cret")
+        made = cli(
+            "agents", "create", "mine", "--harness-url", ref.url, "--api-key-env", "MINE_KEY"
+        )
+        assert made.code == 0, made.err
+        cli.monkeypatch.delenv("MINE_KEY")
+        result = cli("run", "finance", "--agent", "mine")
+        assert result.code == 1 and "$MINE_KEY" in result.err
+        cli.monkeypatch.setenv("MINE_KEY", "s3cret")
+        ok = cli("run", "finance", "--agent", "mine", "--json")
+        assert ok.code == 0, ok.err and ok.json["by_state"] == {"done": 3}
+        no_wait = cli("run", "finance", "--agent", "mine", "--no-wait")
+        assert no_wait.code == 2 and "--resume" in no_wait.err

@@ -1,0 +1,206 @@
+"""Server-driven experiments: `evalkit run` over a shared agent, the reference harness on
+loopback, the worker's jobs moving every run through the state machine."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evalkit.harness.reference import Behaviour
+from tests.conftest import ADMIN_PASSWORD
+from tests.integration.datasets_helpers import Repo, admin_api
+from tests.integration.runs_helpers import (
+    api,
+    login_token,
+    create_agent,
+    engine_server,
+    harness,
+    wait_finished,
+    write_suite,
+)
+
+
+@pytest.fixture
+def engine(database_url, tmp_path):
+    running = engine_server(database_url, tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def dev(engine, cli, tmp_path):
+    """@dev with the finance suite synced; the CLI logged in as admin."""
+    token = login_token(engine, "admin", ADMIN_PASSWORD)
+    cli.monkeypatch.setenv("EVALKIT_SERVER_URL", engine.url)
+    cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
+    admin_api(engine, token, "POST", "/api/workspaces", json={"name": "dev"})
+    repo = Repo(tmp_path / "repo")
+    suite = write_suite(repo)
+    synced = cli("sync", str(suite), "--workspace", "dev")
+    assert synced.code == 0, synced.err
+    return token
+
+
+def test_run_end_to_end(engine, dev, cli):
+    with harness() as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        result = cli("run", "finance@dev", "--agent", "ref@dev", "--json")
+        assert result.code == 0, result.err
+        detail = result.json
+        assert detail["status"] == "finished" and detail["driver"] == "server"
+        assert detail["by_state"] == {"done": 3}
+        assert detail["workspace"] == "dev"
+        runs = {r["case_id"]: r for r in detail["run_list"]}
+        assert set(runs) == {"add", "mul", "sub"}
+        assert all(r["trajectory_valid"] is True for r in runs.values())
+        assert ref.counters.runs_created == 3
+        assert all(n == 1 for n in ref.counters.starts.values())
+        one = cli("runs", "show", str(runs["mul"]["id"]), "--json").json
+        assert one["answer"] == "42" and one["harness_status"] == "succeeded"
+        assert one["trajectory_summary"]["tool_calls"] >= 1 or one["trajectory_summary"]
+        shown = cli("experiments", "show", str(detail["id"]))
+        assert shown.code == 0 and "mul" in shown.out and "valid" in shown.out
+        listed = cli("experiments", "list", "--json").json
+        assert [e["id"] for e in listed] == [detail["id"]]
+
+
+def test_repetitions_and_case_filter(engine, dev, cli):
+    with harness() as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        result = cli(
+            "run",
+            "finance@dev",
+            "--agent",
+            "ref@dev",
+            "--case-id",
+            "add",
+            "--case-id",
+            "sub",
+            "--repetitions",
+            "3",
+            "--json",
+        )
+        assert result.code == 0, result.err
+        pairs = sorted((r["case_id"], r["repetition"]) for r in result.json["run_list"])
+        assert pairs == [(c, n) for c in ("add", "sub") for n in (1, 2, 3)]
+        assert ref.counters.runs_created == 6
+        unknown = cli("run", "finance@dev", "--agent", "ref@dev", "--case-id", "nope")
+        assert unknown.code == 1 and "no case 'nope'" in unknown.err
+        split = cli("run", "finance@dev", "--agent", "ref@dev", "--split", "train")
+        assert split.code == 1 and "no cases to run in split 'train'" in split.err
+
+
+def test_max_concurrent_runs_is_respected_across_experiments(engine, dev, cli):
+    with harness(Behaviour(run_seconds=0.3)) as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url, max_concurrent_runs=2)
+        ids = []
+        for _ in range(3):
+            started = cli("run", "finance@dev", "--agent", "ref@dev", "--no-wait", "--json")
+            assert started.code == 0, started.err
+            ids.append(started.json["id"])
+        for experiment_id in ids:
+            assert wait_finished(engine, dev, experiment_id)["by_state"] == {"done": 3}
+        assert ref.counters.runs_created == 9
+        assert ref.counters.max_live == 2
+
+
+def test_timeout_with_stop(engine, dev, cli):
+    with harness(Behaviour(run_seconds=math.inf, stop_seconds=0.1)) as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url, run_timeout=0.3, stop_grace=5)
+        result = cli("run", "finance@dev", "--agent", "ref@dev", "--case-id", "add", "--json")
+        assert result.code == 0, result.err
+        run = result.json["run_list"][0]
+        assert run["state"] == "done" and run["timed_out"] is True
+        assert run["trajectory_partial"] is False  # the harness reported stopped in time
+        assert sum(ref.counters.stops.values()) == 1
+
+
+def test_timeout_when_the_harness_ignores_stop(engine, dev, cli):
+    with harness(Behaviour(run_seconds=math.inf, ignore_stop=True)) as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url, run_timeout=0.3, stop_grace=0.3)
+        result = cli("run", "finance@dev", "--agent", "ref@dev", "--case-id", "add", "--json")
+        run = result.json["run_list"][0]
+        assert run["timed_out"] is True and run["trajectory_partial"] is True
+        assert "stop grace" in run["error"]
+
+
+def test_timeout_without_stop_capability(engine, dev, cli):
+    with harness(Behaviour(run_seconds=math.inf, without=frozenset({"stop"}))) as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url, run_timeout=0.3)
+        result = cli("run", "finance@dev", "--agent", "ref@dev", "--case-id", "add", "--json")
+        run = result.json["run_list"][0]
+        assert run["timed_out"] is True and "does not accept stop" in run["error"]
+        assert sum(ref.counters.stops.values()) == 0
+
+
+def test_harness_errors_are_retried_then_fail_the_run(engine, dev, cli):
+    with harness(Behaviour(fail_first={"start": 2})) as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        result = cli("run", "finance@dev", "--agent", "ref@dev", "--case-id", "add", "--json")
+        assert result.code == 0, result.err  # two 503s, then the third attempt works
+        assert result.json["by_state"] == {"done": 1}
+    with harness(Behaviour(garbage_status=True, run_seconds=0.2)) as bad:
+        create_agent(engine, dev, "dev", "garbled", bad.url)
+        result = cli("run", "finance@dev", "--agent", "garbled@dev", "--case-id", "add", "--json")
+        assert result.code == 1
+        run = result.json["run_list"][0]
+        assert run["state"] == "errored" and "after 3 attempts" in run["error"]
+        assert "not JSON" in run["error"]
+
+
+def test_unreachable_harness_and_failed_runs(engine, dev, cli):
+    with harness(Behaviour(fail_runs=True)) as ref:
+        create_agent(engine, dev, "dev", "failing", ref.url)
+        result = cli("run", "finance@dev", "--agent", "failing@dev", "--json")
+        assert result.code == 1
+        assert result.json["by_state"] == {"failed": 3}
+        url = ref.url
+    create_agent(engine, dev, "dev", "gone", url)
+    refused = cli("run", "finance@dev", "--agent", "gone@dev")
+    assert refused.code == 1 and "[harness-unreachable]" in refused.err
+
+
+def test_invalid_trajectory_is_stored_with_its_errors(engine, dev, cli):
+    with harness(Behaviour(invalid_trajectory=True)) as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        result = cli("run", "finance@dev", "--agent", "ref@dev", "--case-id", "add", "--json")
+        run_id = result.json["run_list"][0]["id"]
+        run = cli("runs", "show", str(run_id), "--json", "--trajectory").json
+        assert run["state"] == "done" and run["trajectory_valid"] is False
+        assert run["trajectory_errors"] and all(e["rule"] for e in run["trajectory_errors"])
+        assert run["trajectory"] is not None
+        shown = cli("runs", "show", str(run_id))
+        assert "INVALID" in shown.out
+
+
+def test_code_driven_agent_is_refused_by_run(engine, dev, cli):
+    admin_api(
+        engine,
+        dev,
+        "POST",
+        "/api/workspaces/dev/agents",
+        json={
+            "name": "sdk-agent",
+            "trajectory_source": "otel",
+            "mapping": {"session_id": "session.id"},
+        },
+    )
+    refused = cli("run", "finance@dev", "--agent", "sdk-agent@dev")
+    assert refused.code == 1 and "[code-driven-agent]" in refused.err
+
+
+def test_resume_redispatches_live_runs(engine, dev, cli):
+    with harness(Behaviour(run_seconds=0.2)) as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        started = cli("run", "finance@dev", "--agent", "ref@dev", "--no-wait", "--json").json
+        resumed = cli("run", "--resume", str(started["id"]), "--json")
+        assert resumed.code == 0, resumed.err
+        assert resumed.json["by_state"] == {"done": 3}
+        assert ref.counters.runs_created == 3
+        again = cli("run", "--resume", str(started["id"]), "--json")
+        assert again.code == 0 and again.json["by_state"] == {"done": 3}
+        assert ref.counters.runs_created == 3
+        assert api(engine, dev, "GET", "/api/experiments/999").status_code == 404
