@@ -72,6 +72,8 @@ PARAMS = {
     "case_id": "c1",
     "sha256": "0" * 64,
     "agent": "bot",
+    "experiment": "1",
+    "run": "1",
 }
 # Non-admin writes of datasets and cases; their rules are tested in test_datasets_*.py.
 DATASET_WRITES = {
@@ -92,6 +94,12 @@ AGENT_WRITES = {
     ("PATCH", "/api/workspaces/{workspace}/agents/{agent}"),
     ("DELETE", "/api/workspaces/{workspace}/agents/{agent}"),
     ("POST", "/api/workspaces/{workspace}/agents/{agent}/check"),
+}
+# Starting and driving experiments; their rules are tested in test_runs_*.py.
+EXPERIMENT_WRITES = {
+    ("POST", "/api/experiments"),
+    ("POST", "/api/experiments/{experiment}/resume"),
+    ("POST", "/api/runs/{run}/transition"),
 }
 # POSTs that only read (any logged-in user); tested in test_fixture_urls.py.
 READ_POSTS = {("POST", "/api/fixtures/{sha256}/url")}
@@ -162,7 +170,25 @@ def user_token(server, admin_token):
         headers=auth,
         json={"name": "bot", "harness_url": "http://203.0.113.10:8700"},
     ).raise_for_status()
-    return login(server, "alice", "alice-pass")
+    alice = login(server, "alice", "alice-pass")
+    as_alice = {"Authorization": f"Bearer {alice}"}
+    # Experiment 1 (run 1): alice's own, on her personal agent, so her CLI drives it.
+    httpx.post(
+        f"{server.url}/api/workspaces/alice/datasets/mine/sync",
+        headers=as_alice,
+        json={"cases": [{"id": "a1", "content": {"input": {"q": "x"}}}]},
+    ).raise_for_status()
+    httpx.post(
+        f"{server.url}/api/workspaces/alice/agents",
+        headers=as_alice,
+        json={"name": "mine", "harness_url": "http://127.0.0.1:9"},
+    ).raise_for_status()
+    httpx.post(
+        f"{server.url}/api/experiments",
+        headers=as_alice,
+        json={"dataset": "mine", "agent": "mine", "capabilities": {}},
+    ).raise_for_status()
+    return alice
 
 
 BODIES = {
@@ -192,7 +218,7 @@ def test_every_non_public_route_is_classified(server):
     declared = {(e.method, e.path) for e in ENDPOINTS}
     reads = {("GET", p) for _, p in declared} & declared
     unclassified = declared - PUBLIC - ADMIN_ONLY - reads - DATASET_WRITES - AGENT_WRITES
-    unclassified -= READ_POSTS
+    unclassified -= READ_POSTS | EXPERIMENT_WRITES
     unclassified -= {("POST", "/api/auth/logout")}
     assert not unclassified, f"classify these routes in test_api_access.py: {unclassified}"
 
@@ -222,6 +248,20 @@ def test_agent_writes_refuse_non_writers_with_the_rule(server, user_token, metho
 def test_reads_open_to_any_user(server, user_token, path):
     r = httpx.get(server.url + concrete(path), headers={"Authorization": f"Bearer {user_token}"})
     assert r.status_code == 200, r.text
+
+
+def test_experiment_driving_is_the_creators(server, admin_token):
+    """Experiment 1 is driven by alice's CLI: nobody else resumes it or posts its steps."""
+    auth = {"Authorization": f"Bearer {admin_token}"}
+    step = {"run_id": 1, "from_state": "queued", "to_state": "starting"}
+    for method, path, body in [
+        ("POST", "/api/experiments/1/resume", {}),
+        ("POST", "/api/runs/1/transition", step),
+        ("GET", "/api/experiments/1/work", None),
+    ]:
+        r = httpx.request(method, server.url + path, json=body, headers=auth)
+        assert r.status_code == 403, (path, r.text)
+        assert r.json()["error"]["code"] == "personal-agent-owner-only"
 
 
 def test_malformed_bodies_are_400_naming_the_field(server, admin_token):
