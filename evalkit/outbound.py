@@ -92,7 +92,8 @@ async def _acheck(url: str, policy: EgressSettings) -> IPAddress | None:
     target = _needs_resolving(url, policy)
     if target is None:
         return None
-    addresses = await asyncio.to_thread(_resolve, target)
+    literal = _as_address(target.host)
+    addresses = [literal] if literal is not None else await asyncio.to_thread(_resolve, target)
     _check_addresses(target, addresses)
     return addresses[0]
 
