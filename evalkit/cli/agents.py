@@ -155,6 +155,12 @@ def _parse_provides(items: list[str]) -> dict[str, bool]:
     return provides
 
 
+def _key_line(agent: wire.Agent) -> str:
+    if not agent.has_api_key:
+        return "none"
+    return f"stored (from {agent.api_key_env})" if agent.api_key_env else "stored"
+
+
 def _describe(agent: wire.Agent) -> str:
     if agent.kind == "harness":
         return f"harness agent at {agent.harness_url}"
@@ -361,7 +367,7 @@ def agents_show(
     lines = [
         ("agent", f"{agent.name}@{agent.workspace}"),
         ("kind", _describe(agent)),
-        ("api key", f"stored (from {agent.api_key_env})" if agent.has_api_key else "none"),
+        ("api key", _key_line(agent)),
         ("trajectory source", agent.trajectory_source),
         ("span mapping", "-" if agent.mapping_version is None else f"v{agent.mapping_version}"),
         ("max concurrent runs", str(agent.max_concurrent_runs)),
