@@ -116,9 +116,8 @@ def check_port_free(host: str, port: int) -> None:
 
 
 async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> None:
-    from evalkit.jobs.app import bind
-
     from evalkit.jobs import runtime
+    from evalkit.jobs.app import bind
     from evalkit.jobs.maintenance import requeue_stalled
 
     jobs = bind(db_url, max_size=settings.worker.concurrency + 2)

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 from procrastinate import JobContext, RetryStrategy
 
-from evalkit.db import Conn
+from evalkit.db import Conn, Database
 from evalkit.harness.client import HarnessClient
 from evalkit.jobs import runtime
 from evalkit.jobs.app import app, defer
@@ -62,27 +62,30 @@ async def dispatch_waiting_runs(context: JobContext, timestamp: int) -> int:
 
 @app.task(name="advance_run", retry=JOB_RETRY, pass_context=True)
 async def advance_run(context: JobContext, run_id: int) -> None:
-    from evalkit.jobs.runtime import database
-
-    async with database().connection() as conn:
-        next_run: int | None = run_id
-        while next_run is not None:
-            try:
-                next_run = await _drive(conn, next_run)
-            except Exception as exc:
-                if (context.job.attempts or 0) + 1 < JOB_RETRY.max_attempts:
-                    raise
-                # The last attempt: a run must not stay live with no job to move it.
-                log.exception(
-                    "run %s: giving up after %s job attempts", next_run, JOB_RETRY.max_attempts
-                )
+    db = runtime.database()
+    next_run: int | None = run_id
+    while next_run is not None:
+        try:
+            next_run = await _drive(db, next_run)
+        except Exception as exc:
+            if (context.job.attempts or 0) + 1 < JOB_RETRY.max_attempts:
+                raise
+            # The last attempt: a run must not stay live with no job to move it.
+            log.exception(
+                "run %s: giving up after %s job attempts", next_run, JOB_RETRY.max_attempts
+            )
+            async with db.connection() as conn:
                 await store.give_up(conn, next_run, f"evalkit could not advance the run: {exc}")
-                return
+            return
 
 
-async def _drive(conn: Conn, run_id: int) -> int | None:
-    """Step one run as far as it goes now; return the next run to drive, if a slot freed."""
-    loaded = await store.load_work(conn, [run_id])
+async def _drive(db: Database, run_id: int) -> int | None:
+    """Step one run as far as it goes now; return the next run to drive, if a slot freed.
+
+    A connection is taken for each statement, never held across a harness call: a slow
+    harness must not starve the other jobs of the pool."""
+    async with db.connection() as conn:
+        loaded = await store.load_work(conn, [run_id])
     if not loaded:
         return None
     work, row = loaded[0]
@@ -96,7 +99,9 @@ async def _drive(conn: Conn, run_id: int) -> int | None:
     while work.state not in machine.TERMINAL:
         result = await machine.step(work, env)
         if result.transition is not None:
-            if not await store.apply_transition(conn, result.transition):
+            async with db.connection() as conn:
+                applied = await store.apply_transition(conn, result.transition)
+            if not applied:
                 return None  # another driver moved it on: that one owns it now
             before = work.state
             work = machine.advance(work, result.transition)
@@ -104,11 +109,12 @@ async def _drive(conn: Conn, run_id: int) -> int | None:
         if result.wait > 0 and work.state not in machine.TERMINAL:
             await defer_advance(None, run_id, after=result.wait)
             break
-    if work.state in machine.TERMINAL:
-        await store.finish_experiment_if_done(conn, work.experiment_id)
-    if not freed:
-        return None
-    claimed = await store.claim_runs(conn, row["agent_id"], limit=1)
+    async with db.connection() as conn:
+        if work.state in machine.TERMINAL:
+            await store.finish_experiment_if_done(conn, work.experiment_id)
+        if not freed:
+            return None
+        claimed = await store.claim_runs(conn, row["agent_id"], limit=1)
     return claimed[0] if claimed else None
 
 

@@ -25,6 +25,7 @@ LEFT JOIN LATERAL (
 ORDER BY cur.case_id;
 
 -- name: experiment_insert :one
+-- A new experiment (its runs are inserted by runs_insert in the same transaction).
 INSERT INTO experiments (workspace_id, dataset_id, agent_id, driver, repetitions, model,
                          split, case_ids, capabilities, created_by)
 VALUES (%(workspace_id)s, %(dataset_id)s, %(agent_id)s, %(driver)s, %(repetitions)s,
@@ -42,6 +43,7 @@ CROSS JOIN generate_series(1, %(repetitions)s) AS rep
 ORDER BY rep, pin.case_id;
 
 -- name: experiment_get :one
+-- One experiment with the names of its workspace, dataset and agent.
 SELECT e.id, e.workspace_id, w.name AS workspace, w.kind AS workspace_kind,
        w.owner_id AS workspace_owner_id,
        d.name AS dataset, dw.name AS dataset_workspace,
@@ -77,9 +79,11 @@ ORDER BY e.id DESC
 LIMIT %(limit)s;
 
 -- name: experiment_state_counts :many
+-- How many runs of an experiment are in each state.
 SELECT state, count(*) AS n FROM runs WHERE experiment_id = %(experiment_id)s GROUP BY state;
 
 -- name: experiment_runs :many
+-- Every run of an experiment, with its trajectory's verdict.
 SELECT r.id, r.case_id, r.repetition, r.state, r.harness_run_id, r.harness_status,
        r.error, r.timed_out, r.attempts, r.created_at, r.started_at, r.harness_done_at,
        r.finished_at, t.valid AS trajectory_valid, t.partial AS trajectory_partial
@@ -133,6 +137,7 @@ WHERE r.id = ANY(%(run_ids)s::bigint[])
 ORDER BY r.id;
 
 -- name: run_live_ids :many
+-- The runs of an experiment that are not terminal yet.
 SELECT id, state FROM runs
 WHERE experiment_id = %(experiment_id)s AND state NOT IN ('done', 'failed', 'errored')
 ORDER BY id;
@@ -159,11 +164,34 @@ UPDATE runs SET
 WHERE id = %(run_id)s AND state = %(from_state)s AND attempts = %(from_attempts)s
 RETURNING id;
 
--- name: trajectory_insert :exec
-INSERT INTO trajectories (run_id, source, body, raw, partial, valid, errors)
-VALUES (%(run_id)s, %(source)s, %(body)s::jsonb, %(raw)s, %(partial)s, %(valid)s,
-        %(errors)s::jsonb)
-ON CONFLICT (run_id) DO NOTHING;
+-- name: run_transition_with_trajectory :one
+-- run_transition plus the collected trajectory, in one statement (so in one transaction).
+WITH moved AS (
+    UPDATE runs SET
+        state = %(to_state)s,
+        attempts = %(attempts)s,
+        harness_run_id = COALESCE(%(harness_run_id)s, harness_run_id),
+        harness_status = COALESCE(%(harness_status)s, harness_status),
+        session_id = COALESCE(%(session_id)s, session_id),
+        answer = COALESCE(%(answer)s, answer),
+        output = COALESCE(%(output)s::jsonb, output),
+        error = COALESCE(%(error)s, error),
+        timed_out = timed_out OR %(timed_out)s,
+        started_at = COALESCE(started_at, %(started_at)s),
+        deadline_at = COALESCE(deadline_at, %(deadline_at)s),
+        stop_requested_at = COALESCE(stop_requested_at, %(stop_requested_at)s),
+        harness_done_at = COALESCE(harness_done_at, %(harness_done_at)s),
+        finished_at = CASE WHEN %(to_state)s IN ('done', 'failed', 'errored') THEN now() END,
+        updated_at = now()
+    WHERE id = %(run_id)s AND state = %(from_state)s AND attempts = %(from_attempts)s
+    RETURNING id
+), stored AS (
+    INSERT INTO trajectories (run_id, source, body, raw, partial, valid, errors)
+    SELECT id, %(source)s, %(body)s::jsonb, %(raw)s, %(partial)s, %(valid)s, %(errors)s::jsonb
+    FROM moved
+    ON CONFLICT (run_id) DO NOTHING
+)
+SELECT id FROM moved;
 
 -- name: agent_lock :exec
 -- Serializes claims for one agent (held until the transaction ends).
@@ -196,6 +224,7 @@ FROM runs r JOIN experiments e ON e.id = r.experiment_id
 WHERE r.state = 'queued' AND e.driver = 'server';
 
 -- name: run_get :one
+-- One run with its trajectory and the experiment facts the access rules need.
 SELECT r.id, r.experiment_id, r.case_id, r.repetition, r.state, r.harness_run_id,
        r.harness_status, r.session_id, r.answer, r.output, r.error, r.timed_out, r.attempts,
        r.created_at, r.started_at, r.deadline_at, r.stop_requested_at, r.harness_done_at,
@@ -210,6 +239,7 @@ LEFT JOIN trajectories t ON t.run_id = r.id
 WHERE r.id = %(run_id)s;
 
 -- name: run_give_up :one
+-- End a live run as errored (its job failed for good); returns its experiment.
 UPDATE runs SET state = 'errored', error = %(error)s, finished_at = now(), updated_at = now()
 WHERE id = %(run_id)s AND state NOT IN ('done', 'failed', 'errored')
 RETURNING experiment_id;

@@ -309,32 +309,29 @@ async def apply_transition(conn: Conn, t: wire.Transition) -> bool:
     """Record ``t`` if the run is still where ``t`` starts from; True when it was applied.
 
     The trajectory (if any) is validated here, on the server, whoever collected it, and
-    is written in the same transaction as the state change."""
-    async with conn.transaction():
-        row = await conn.one(
-            "run_transition",
-            run_id=t.run_id,
-            from_state=t.from_state,
-            from_attempts=t.from_attempts,
-            to_state=t.to_state,
-            attempts=t.attempts,
-            harness_run_id=t.harness_run_id,
-            harness_status=t.harness_status,
-            session_id=t.session_id,
-            answer=t.answer,
-            output=_dumps(t.output),
-            error=t.error,
-            timed_out=t.timed_out,
-            started_at=t.started_at,
-            deadline_at=t.deadline_at,
-            stop_requested_at=t.stop_requested_at,
-            harness_done_at=t.harness_done_at,
-        )
-        if row is None:
-            return False
-        if t.trajectory is not None:
-            await conn.execute("trajectory_insert", run_id=t.run_id, **_checked(t.trajectory))
-    return True
+    is written by the same statement as the state change."""
+    params = dict(
+        run_id=t.run_id,
+        from_state=t.from_state,
+        from_attempts=t.from_attempts,
+        to_state=t.to_state,
+        attempts=t.attempts,
+        harness_run_id=t.harness_run_id,
+        harness_status=t.harness_status,
+        session_id=t.session_id,
+        answer=t.answer,
+        output=_dumps(t.output),
+        error=t.error,
+        timed_out=t.timed_out,
+        started_at=t.started_at,
+        deadline_at=t.deadline_at,
+        stop_requested_at=t.stop_requested_at,
+        harness_done_at=t.harness_done_at,
+    )
+    if t.trajectory is None:
+        return await conn.one("run_transition", **params) is not None
+    row = await conn.one("run_transition_with_trajectory", **params, **_checked(t.trajectory))
+    return row is not None
 
 
 def _checked(record: wire.TrajectoryRecord) -> dict[str, Any]:

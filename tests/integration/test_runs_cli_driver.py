@@ -126,7 +126,7 @@ def test_only_the_owner_runs_a_personal_agent(engine, alice, cli):
 
 
 def test_missing_key_variable_is_named(engine, alice, cli):
-    token, suite, _ = alice
+    _, suite, _ = alice
     cli("sync", str(suite))
     with harness(api_key="s3cret") as ref:
         cli.monkeypatch.setenv("MINE_KEY", "s3cret")
@@ -139,6 +139,7 @@ def test_missing_key_variable_is_named(engine, alice, cli):
         assert result.code == 1 and "$MINE_KEY" in result.err
         cli.monkeypatch.setenv("MINE_KEY", "s3cret")
         ok = cli("run", "finance", "--agent", "mine", "--json")
-        assert ok.code == 0, ok.err and ok.json["by_state"] == {"done": 3}
+        assert ok.code == 0, ok.err
+        assert ok.json["by_state"] == {"done": 3}
         no_wait = cli("run", "finance", "--agent", "mine", "--no-wait")
         assert no_wait.code == 2 and "--resume" in no_wait.err

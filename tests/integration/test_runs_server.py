@@ -12,10 +12,10 @@ from tests.conftest import ADMIN_PASSWORD
 from tests.integration.datasets_helpers import Repo, admin_api
 from tests.integration.runs_helpers import (
     api,
-    login_token,
     create_agent,
     engine_server,
     harness,
+    login_token,
     wait_finished,
     write_suite,
 )
