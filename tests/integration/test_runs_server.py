@@ -9,7 +9,7 @@ import pytest
 
 from evalkit.harness.reference import Behaviour
 from tests.conftest import ADMIN_PASSWORD
-from tests.integration.datasets_helpers import Repo, admin_api
+from tests.integration.datasets_helpers import Repo, admin_api, simple_case
 from tests.integration.runs_helpers import (
     api,
     create_agent,
@@ -204,3 +204,64 @@ def test_resume_redispatches_live_runs(engine, dev, cli):
         assert again.code == 0 and again.json["by_state"] == {"done": 3}
         assert ref.counters.runs_created == 3
         assert api(engine, dev, "GET", "/api/experiments/999").status_code == 404
+
+
+@pytest.mark.parametrize("lacks", [frozenset(), frozenset({"file_urls"})])
+def test_input_files_by_signed_url_or_inline(engine, dev, cli, tmp_path, lacks):
+    repo = Repo(tmp_path / "files-repo")
+    data = b"quarterly numbers\n" * 100
+    repo.fixture("report", data)
+    repo.case("docs", "read", simple_case(question="Summarize", files="report"))
+    assert cli("sync", str(repo.suite("docs")), "--workspace", "dev").code == 0
+    with harness(Behaviour(without=lacks)) as ref:
+        create_agent(engine, dev, "dev", "reader", ref.url)
+        result = cli("run", "docs@dev", "--agent", "reader@dev", "--json")
+        assert result.code == 0, result.err
+        run = cli("runs", "show", str(result.json["run_list"][0]["id"]), "--json").json
+        # With file_urls the harness fetched the bytes through a signed URL of the server
+        # (no login); without, they came inline. Either way it read all of them.
+        assert f"report ({len(data)} bytes)" in run["answer"]
+
+
+def test_where_experiments_land_and_who_may_start_them(engine, dev, cli, tmp_path):
+    admin_api(
+        engine, dev, "POST", "/api/users", json={"username": "bob", "password": "bob-password"}
+    )
+    admin_api(
+        engine,
+        dev,
+        "POST",
+        "/api/workspaces/dev/members",
+        json={"username": "bob", "role": "reviewer"},
+    )
+    bob = login_token(engine, "bob", "bob-password")
+    with harness() as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        body = {"dataset": "finance@dev", "agent": "ref@dev"}
+        refused = api(engine, bob, "POST", "/api/experiments", json=body)
+        assert refused.status_code == 403
+        assert refused.json()["error"]["code"] == "shared-writers-write"
+        # bob's own copy of the suite with the shared agent: the run lands in @bob.
+        cli.monkeypatch.setenv("EVALKIT_TOKEN", bob)
+        repo = Repo(tmp_path / "bob-repo")
+        write_suite(repo, "mine")
+        result = cli("run", str(repo.suite("mine")), "--agent", "ref@dev", "--json")
+        assert result.code == 0, result.err
+        assert result.json["workspace"] == "bob" and result.json["driver"] == "server"
+        missing = cli("run", "finance@nowhere", "--agent", "ref@dev")
+        assert missing.code == 1 and "no workspace named 'nowhere'" in missing.err
+        no_agent = cli("run", "finance@dev", "--agent", "ghost@dev")
+        assert no_agent.code == 1 and "ghost" in no_agent.err
+
+
+def test_run_usage_errors(engine, dev, cli):
+    assert cli("run", "finance@dev").code == 2
+    both = cli("run", "finance@dev", "--agent", "x@dev", "--resume", "1")
+    assert both.code == 2 and "--resume" in both.err
+    reps = cli("run", "finance@dev", "--agent", "x@dev", "--repetitions", "0")
+    assert reps.code == 2
+    body = {"dataset": "finance@dev", "agent": "x@dev", "repetitions": 101}
+    assert api(engine, dev, "POST", "/api/experiments", json=body).status_code == 400
+    unknown = {"dataset": "finance@dev", "agent": "x@dev", "colour": "red"}
+    bad = api(engine, dev, "POST", "/api/experiments", json=unknown)
+    assert bad.status_code == 400 and "colour" in bad.json()["error"]["message"]
