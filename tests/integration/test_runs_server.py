@@ -265,3 +265,25 @@ def test_run_usage_errors(engine, dev, cli):
     unknown = {"dataset": "finance@dev", "agent": "x@dev", "colour": "red"}
     bad = api(engine, dev, "POST", "/api/experiments", json=unknown)
     assert bad.status_code == 400 and "colour" in bad.json()["error"]["message"]
+
+
+def test_a_hanging_poll_is_retried(engine, dev, cli):
+    with harness(Behaviour(run_seconds=0.2, hang_first={"status": 1})) as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        result = cli("run", "finance@dev", "--agent", "ref@dev", "--case-id", "add", "--json")
+        assert result.code == 0, result.err
+        run = cli("runs", "show", str(result.json["run_list"][0]["id"]), "--json").json
+        # The hung call counted as one failed attempt (worker.harness_timeout_seconds = 2).
+        assert run["state"] == "done" and run["answer"] == "5"
+        assert ref.counters.calls["status"] >= 2
+
+
+def test_a_harness_that_lies_about_its_trajectory(engine, dev, cli):
+    with harness(Behaviour(lie=True)) as ref:
+        create_agent(engine, dev, "dev", "liar", ref.url)
+        result = cli("run", "finance@dev", "--agent", "liar@dev", "--case-id", "add", "--json")
+        run = cli("runs", "show", str(result.json["run_list"][0]["id"]), "--json").json
+        assert run["state"] == "done" and run["answer"] == "5"
+        assert run["trajectory_valid"] is False
+        [error] = run["trajectory_errors"]
+        assert error["rule"] == "not-collected" and "trajectory" in error["message"]
