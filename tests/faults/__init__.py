@@ -1,0 +1,1 @@
+"""Fault tests: real processes killed at random moments, then restarted."""

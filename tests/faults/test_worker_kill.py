@@ -1,0 +1,535 @@
+"""Issue 4: a worker killed with SIGKILL at any moment, then started again, leaves every run
+in exactly one terminal state, with no duplicate side effects.
+
+The edge runs in this process without a worker; the worker is the real ``evalkit worker``
+in a subprocess, killed with SIGKILL at random moments and started again as a supervisor
+would. Reference harnesses on loopback play the agents and count what they received.
+
+``EVALKIT_FAULT_SEED=N`` replays a schedule of kills (the machine's timing still varies,
+so a replay lands close to, not exactly on, the same moments).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from evalkit.auth.secrets import generate_key
+from evalkit.config import Settings
+from evalkit.harness.reference import Behaviour, ReferenceHarness
+from tests.conftest import ADMIN_PASSWORD, RunningServer, start_server
+from tests.integration.datasets_helpers import Repo, admin_api, simple_case
+from tests.integration.runs_helpers import (
+    ARITHMETIC,
+    api,
+    create_agent,
+    fast_engine,
+    login_token,
+    until,
+    write_suite,
+)
+
+EVALKIT = str(Path(sys.executable).parent / "evalkit")
+"""The console script: evalkit has no ``__main__`` module, so ``python -m evalkit`` fails."""
+TERMINAL = ("done", "failed", "errored")
+STALLED_SECONDS = 2.0
+"""worker.stalled_seconds of the edge and every worker (``fast_engine``)."""
+
+
+def fault_seed() -> int:
+    text = os.environ.get("EVALKIT_FAULT_SEED")
+    return int(text) if text else random.SystemRandom().randrange(2**32)
+
+
+def query(db_url: str, text: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        return conn.execute(text, params).fetchall()  # type: ignore[arg-type]
+
+
+class WorkerProcess:
+    """``evalkit worker`` in a subprocess, configured like the edge through EVALKIT_* vars.
+    Each start is a new process with its own log file under ``log_dir``."""
+
+    def __init__(self, db_url: str, settings: Settings, log_dir: Path, **overrides: str) -> None:
+        self.db_url = db_url
+        self.log_dir = log_dir
+        worker = settings.worker
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("EVALKIT_")}
+        self.env.update(
+            EVALKIT_DATABASE_URL=db_url,
+            EVALKIT_ENCRYPTION_KEY=settings.encryption_key or "",
+            EVALKIT_DATA_DIR=str(log_dir / "worker-data"),
+            EVALKIT_SERVER_HOST=settings.server.host,
+            EVALKIT_SERVER_PORT=str(settings.server.port),
+            EVALKIT_EGRESS_ALLOW_PRIVATE="true" if settings.egress.allow_private else "false",
+            EVALKIT_WORKER_CONCURRENCY=str(worker.concurrency),
+            EVALKIT_WORKER_HARNESS_TIMEOUT_SECONDS=str(worker.harness_timeout_seconds),
+            EVALKIT_WORKER_HARNESS_ATTEMPTS=str(worker.harness_attempts),
+            EVALKIT_WORKER_RETRY_BACKOFF_SECONDS=str(worker.retry_backoff_seconds),
+            EVALKIT_WORKER_STALLED_SECONDS=str(worker.stalled_seconds),
+        )
+        self.env.update(overrides)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self._after_worker_id = 0
+
+    @property
+    def log(self) -> Path:
+        return self.log_dir / f"worker-{self.starts}.log"
+
+    def start(self) -> None:
+        self.starts += 1
+        (row,) = query(self.db_url, "SELECT coalesce(max(id), 0) FROM procrastinate_workers")
+        self._after_worker_id = row[0]
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [EVALKIT, "worker"],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def wait_registered(self, context: str = "", timeout: float = 90) -> None:
+        """Until this process's procrastinate worker has registered (it takes jobs then)."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"{context}: worker start {self.starts} exited with "
+                    f"{self.proc.returncode}:\n{self.tail()}"
+                )
+            rows = query(
+                self.db_url,
+                "SELECT id FROM procrastinate_workers WHERE id > %s",
+                (self._after_worker_id,),
+            )
+            if rows:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{context}: worker start {self.starts} did not register:\n{self.tail()}"
+                )
+            time.sleep(0.05)
+
+    def doing(self) -> list[str]:
+        """The jobs this process is running now (not those a killed one left behind)."""
+        rows = query(
+            self.db_url,
+            "SELECT task_name FROM procrastinate_jobs WHERE status = 'doing' AND worker_id > %s",
+            (self._after_worker_id,),
+        )
+        return [row[0] for row in rows]
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.kill()
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def logs(self) -> str:
+        return "\n".join(
+            (self.log_dir / f"worker-{n}.log").read_text(errors="replace")
+            for n in range(1, self.starts + 1)
+        )
+
+
+def dev_workspace(edge: RunningServer, cli: Any, tmp_path: Path) -> str:
+    """@dev with the finance suite (add, mul, sub) synced; returns the admin's token."""
+    token = login_token(edge, "admin", ADMIN_PASSWORD)
+    cli.monkeypatch.setenv("EVALKIT_SERVER_URL", edge.url)
+    cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
+    admin_api(edge, token, "POST", "/api/workspaces", json={"name": "dev"})
+    synced = cli("sync", str(write_suite(Repo(tmp_path / "repo"))), "--workspace", "dev")
+    assert synced.code == 0, synced.err
+    return token
+
+
+def start_experiment(edge: RunningServer, token: str, agent: str, **body: Any) -> int:
+    body.setdefault("dataset", "finance@dev")
+    r = api(
+        edge,
+        token,
+        "POST",
+        "/api/experiments",
+        json={"agent": agent, **body},
+    )
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
+
+
+def jobs_dump(db_url: str) -> str:
+    rows = query(
+        db_url,
+        "SELECT id, task_name, status, args, attempts, scheduled_at FROM procrastinate_jobs "
+        "ORDER BY id",
+    )
+    return "\n".join(map(str, rows)) or "(no jobs)"
+
+
+def live_runs(db_url: str) -> list[tuple[Any, ...]]:
+    return query(
+        db_url,
+        "SELECT r.id, a.name, r.state, r.attempts, r.harness_run_id FROM runs r "
+        "JOIN agents a ON a.id = r.agent_id WHERE r.state NOT IN ('done', 'failed', 'errored') "
+        "ORDER BY r.id",
+    )
+
+
+def wait_all_finished(db_url: str, worker: WorkerProcess, timeout: float, context: str) -> None:
+    deadline = time.monotonic() + timeout
+    while query(db_url, "SELECT id FROM experiments WHERE status <> 'finished'"):
+        if worker.proc is not None and worker.proc.poll() is not None:
+            raise AssertionError(
+                f"{context}: the worker exited with {worker.proc.returncode}:\n{worker.tail()}"
+            )
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"{context}: experiments not finished after {timeout:.0f} s\n"
+                f"live runs (id, agent, state, attempts, harness run):\n"
+                + "\n".join(map(str, live_runs(db_url)))
+                + f"\njobs:\n{jobs_dump(db_url)}\nworker log:\n{worker.tail(80)}"
+            )
+        time.sleep(0.25)
+
+
+def wait_no_advance_jobs(db_url: str, timeout: float, context: str) -> None:
+    """Jobs of a killed worker are requeued by the stalled-job sweep (worker start, and once
+    a minute), so a leftover job may take up to a minute to run and go."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = query(
+            db_url,
+            "SELECT id, status, args, attempts FROM procrastinate_jobs "
+            "WHERE task_name = 'advance_run' AND status IN ('todo', 'doing') ORDER BY id",
+        )
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{context}: advance_run jobs left after {timeout:.0f} s: {left}")
+        time.sleep(0.25)
+
+
+# --------------------------------------------------------------------------- the soak
+
+
+def agents() -> dict[str, tuple[Behaviour, dict[str, Any]]]:
+    """name -> (harness behaviour, agent settings). Expected outcomes in ``expect_run``."""
+    return {
+        "quick": (Behaviour(run_seconds=0.3), {"max_concurrent_runs": 4}),
+        # Never finishes by itself: every run times out, is stopped, spends 0.2 s stopping.
+        "stuck": (
+            Behaviour(run_seconds=math.inf, stop_seconds=0.2),
+            {"max_concurrent_runs": 3, "run_timeout": 0.5, "stop_grace": 5},
+        ),
+        "failing": (Behaviour(run_seconds=0.2, fail_runs=True), {"max_concurrent_runs": 2}),
+        # Starts fine, then answers every poll with HTML: the run errors after 3 attempts.
+        "garbled": (Behaviour(run_seconds=0.2, garbage_status=True), {"max_concurrent_runs": 2}),
+    }
+
+
+PLAN = ["quick"] * 8 + ["stuck"] * 5 + ["failing"] * 4 + ["garbled"] * 3
+"""The agent of each of the 20 experiments."""
+
+
+def expect_run(agent: str, run: dict[str, Any]) -> list[str]:
+    """What is wrong with a run of ``agent`` at the end (empty: nothing)."""
+    wrong = []
+    state, traj = run["state"], run["has_trajectory"]
+    if agent == "quick" and (state, run["harness_status"], run["timed_out"]) != (
+        "done",
+        "succeeded",
+        False,
+    ):
+        wrong.append("a quick run must be done, succeeded, not timed out")
+    if agent == "stuck" and (state, run["harness_status"], run["timed_out"]) != (
+        "done",
+        "stopped",
+        True,
+    ):
+        wrong.append("a stuck run must be done, stopped, timed out")
+    if agent == "failing" and (state, run["harness_status"]) != ("failed", "failed"):
+        wrong.append("a failing run must be failed")
+    if agent == "garbled" and state != "errored":
+        wrong.append("a garbled run must be errored")
+    if traj != (agent != "garbled"):
+        wrong.append("a trajectory row only and always for runs that reached collecting")
+    if run["harness_run_id"] is None:
+        wrong.append("every run was started on its harness, so it has a harness run id")
+    if run["finished_at"] is None:
+        wrong.append("a terminal run has finished_at")
+    return wrong
+
+
+@pytest.mark.slow
+def test_worker_killed_at_random_moments(database_url, tmp_path, cli):
+    seed = fault_seed()
+    rng = random.Random(seed)
+    context = f"fault seed {seed} (EVALKIT_FAULT_SEED={seed} replays the kills)"
+    began = time.monotonic()
+    edge = start_server(database_url, tmp_path, worker=False, configure=fast_engine)
+    harnesses: dict[str, ReferenceHarness] = {}
+    worker: WorkerProcess | None = None
+    try:
+        token = dev_workspace(edge, cli, tmp_path)
+        for name, (behaviour, agent_settings) in agents().items():
+            harnesses[name] = ReferenceHarness(behaviour).start()
+            create_agent(edge, token, "dev", name, harnesses[name].url, **agent_settings)
+        worker = WorkerProcess(database_url, edge.settings, tmp_path)
+        worker.start()
+
+        experiments: dict[int, str] = {}
+        for agent in PLAN:
+            body: dict[str, Any] = {"repetitions": rng.choice([1, 1, 2, 3])}
+            cases = rng.sample(sorted(ARITHMETIC), rng.randint(1, 3))
+            if len(cases) < len(ARITHMETIC):
+                body["case_ids"] = cases
+            experiments[start_experiment(edge, token, f"{agent}@dev", **body)] = agent
+
+        # Kill at random moments after the worker took jobs; restart at once (a supervisor
+        # with no delay: stalled jobs wait for the once-a-minute sweep) or after the
+        # stalled time (the new worker requeues them on start).
+        kills: list[dict[str, Any]] = []
+        for _ in range(rng.randint(4, 6)):
+            worker.wait_registered(context)
+            time.sleep(rng.uniform(0.1, 2.0))
+            # Most of the time every run waits for its next step; aim at a job in progress.
+            busy_until = time.monotonic() + 3
+            while not worker.doing() and time.monotonic() < busy_until:
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0, 0.1))
+            states = Counter(row[2] for row in live_runs(database_url))
+            doing = worker.doing()
+            worker.kill()
+            delay = 0.0 if rng.random() < 0.4 else STALLED_SECONDS + 0.5
+            kills.append({"live": dict(states), "doing_jobs": doing, "restart_after": delay})
+            time.sleep(delay)
+            worker.start()
+        worker.wait_registered(context)
+        context += f"; kills: {kills}"
+
+        wait_all_finished(database_url, worker, 240, context)
+        settled = time.monotonic() - began
+        wait_no_advance_jobs(database_url, 90, context)
+
+        # ---- experiments: finished, through the API
+        for experiment_id in experiments:
+            detail = api(edge, token, "GET", f"/api/experiments/{experiment_id}").json()
+            assert detail["status"] == "finished", (context, detail)
+            assert sum(detail["by_state"].values()) == detail["runs"], (context, detail)
+            assert set(detail["by_state"]) <= set(TERMINAL), (context, detail)
+
+        # ---- runs: one terminal state each, as the agent's behaviour implies
+        columns = (
+            "id",
+            "experiment_id",
+            "state",
+            "harness_run_id",
+            "harness_status",
+            "timed_out",
+            "finished_at",
+            "has_trajectory",
+            "trajectory_valid",
+        )
+        rows = query(
+            database_url,
+            "SELECT r.id, r.experiment_id, r.state, r.harness_run_id, r.harness_status, "
+            "r.timed_out, r.finished_at, t.run_id IS NOT NULL, t.valid "
+            "FROM runs r LEFT JOIN trajectories t ON t.run_id = r.id ORDER BY r.id",
+        )
+        runs = [dict(zip(columns, row, strict=True)) for row in rows]
+        assert {r["experiment_id"] for r in runs} == set(experiments), context
+        problems = {
+            r["id"]: wrong
+            for r in runs
+            if (wrong := expect_run(experiments[r["experiment_id"]], r))
+        }
+        assert not problems, (context, problems, [r for r in runs if r["id"] in problems])
+        (trajectory_rows,) = query(database_url, "SELECT count(*) FROM trajectories")[0]
+        assert trajectory_rows == sum(r["has_trajectory"] for r in runs), context
+
+        # ---- the harnesses: one created run per evalkit run, and it is the recorded one
+        for name, ref in harnesses.items():
+            mine = {str(r["id"]): r for r in runs if experiments[r["experiment_id"]] == name}
+            created = ref.state.by_evalkit_id
+            assert set(created) == set(mine), (context, name, sorted(created), sorted(mine))
+            assert ref.counters.runs_created == len(mine), (context, name, ref.counters)
+            wrong_ids = {
+                run_id: (r["harness_run_id"], created[run_id].id)
+                for run_id, r in mine.items()
+                if r["harness_run_id"] != created[run_id].id
+            }
+            assert not wrong_ids, (context, name, wrong_ids)
+
+        # ---- what the API says is what the database holds
+        for r in runs:
+            shown = api(edge, token, "GET", f"/api/runs/{r['id']}").json()
+            seen = (shown["state"], shown["harness_run_id"], shown["timed_out"])
+            assert seen == (r["state"], r["harness_run_id"], r["timed_out"]), (context, shown, r)
+            assert shown["trajectory_valid"] == r["trajectory_valid"], (context, shown, r)
+
+        # ---- the queue: nothing left to do, nothing failed
+        failed = query(
+            database_url,
+            "SELECT id, task_name, args, attempts FROM procrastinate_jobs WHERE status = 'failed'",
+        )
+        assert not failed, (context, failed, jobs_dump(database_url))
+
+        retried_starts = sum(
+            n - 1 for ref in harnesses.values() for n in ref.counters.starts.values()
+        )
+        repeated_stops = sum(n - 1 for n in harnesses["stuck"].counters.stops.values())
+        print(
+            f"\n{context}\n{len(runs)} runs in {len(experiments)} experiments, "
+            f"{len(kills)} kills, {worker.starts} worker starts; finished after "
+            f"{settled:.1f} s, {time.monotonic() - began:.1f} s in all; "
+            f"retried starts {retried_starts}, repeated stops {repeated_stops}; "
+            f"stalled jobs requeued {worker.logs().count('retrying job')}"
+        )
+    finally:
+        if worker is not None:
+            worker.stop()
+        for ref in harnesses.values():
+            ref.stop()
+        edge.stop()
+
+
+# --------------------------------------------------------------------------- one start
+
+
+def test_kill_while_the_harness_holds_the_first_start(database_url, tmp_path, cli):
+    """The harness created the run, then the worker died before it heard the run's id: the
+    start is tried again after the restart and the harness hands back the same run."""
+    edge = start_server(database_url, tmp_path, worker=False, configure=fast_engine)
+    ref = ReferenceHarness(Behaviour(hang_first={"start": 1})).start()
+    # A long harness timeout, so the hanging POST /runs is still open when the kill lands.
+    worker = WorkerProcess(
+        database_url, edge.settings, tmp_path, EVALKIT_WORKER_HARNESS_TIMEOUT_SECONDS="120"
+    )
+    try:
+        token = dev_workspace(edge, cli, tmp_path)
+        create_agent(edge, token, "dev", "ref", ref.url)
+        worker.start()
+        experiment_id = start_experiment(edge, token, "ref@dev", case_ids=["add"])
+        until(lambda: ref.counters.runs_created == 1, timeout=90, what="the harness run")
+        ((run_id, state, harness_run_id),) = query(
+            database_url,
+            "SELECT id, state, harness_run_id FROM runs WHERE experiment_id = %s",
+            (experiment_id,),
+        )
+        assert (state, harness_run_id) == ("starting", None)
+        worker.kill()
+        # Started again after the stalled time, the worker requeues the dead one's job.
+        time.sleep(STALLED_SECONDS + 0.5)
+        worker.start()
+        wait_all_finished(database_url, worker, 120, "hanging start")
+
+        detail = api(edge, token, "GET", f"/api/experiments/{experiment_id}").json()
+        assert detail["by_state"] == {"done": 1}, detail
+        assert ref.counters.runs_created == 1, ref.counters
+        assert ref.counters.starts[str(run_id)] == 2, ref.counters
+        run = api(edge, token, "GET", f"/api/runs/{run_id}").json()
+        assert run["harness_run_id"] == ref.state.by_evalkit_id[str(run_id)].id, run
+        assert run["answer"] == "5" and run["trajectory_valid"] is True, run
+        wait_no_advance_jobs(database_url, 90, "hanging start")
+    finally:
+        worker.stop()
+        ref.stop()
+        edge.stop()
+
+
+def test_kill_while_a_chained_run_starts(database_url, tmp_path, cli):
+    """When its run leaves the agent's slot, ``advance_run`` claims the agent's next queued
+    run and drives it in the same job. Killed while that next run's POST /runs hangs, the
+    job that comes back is the first run's, which is over: the next run must still end.
+
+    The first run needs the slot without calling the harness (its case attaches a file the
+    harness cannot take, so it errors at once), so the hanging call is the next run's."""
+    edge = start_server(database_url, tmp_path, worker=False, configure=fast_engine)
+    ref = ReferenceHarness(
+        Behaviour(hang_first={"start": 1}, without=frozenset({"files", "file_urls"}))
+    ).start()
+    worker = WorkerProcess(
+        database_url, edge.settings, tmp_path, EVALKIT_WORKER_HARNESS_TIMEOUT_SECONDS="120"
+    )
+    try:
+        token = dev_workspace(edge, cli, tmp_path)
+        repo = Repo(tmp_path / "files-repo")
+        repo.fixture("report", b"quarterly numbers\n")
+        repo.case("docs", "read", simple_case(question="Summarize", files="report"))
+        assert cli("sync", str(repo.suite("docs")), "--workspace", "dev").code == 0
+        create_agent(edge, token, "dev", "ref", ref.url, max_concurrent_runs=1)
+        # Both queued before a worker runs: one dispatch claims the first run only.
+        first = start_experiment(edge, token, "ref@dev", dataset="docs@dev")
+        second = start_experiment(edge, token, "ref@dev", case_ids=["add"])
+        worker.start()
+        until(lambda: ref.counters.runs_created == 1, timeout=90, what="the chained start")
+        states = query(
+            database_url,
+            "SELECT experiment_id, state, harness_run_id FROM runs ORDER BY id",
+        )
+        assert states == [(first, "errored", None), (second, "starting", None)], states
+        worker.kill()
+        time.sleep(STALLED_SECONDS + 0.5)
+        worker.start()
+        wait_all_finished(database_url, worker, 60, "chained start")
+
+        detail = api(edge, token, "GET", f"/api/experiments/{second}").json()
+        assert detail["by_state"] == {"done": 1}, detail
+        assert ref.counters.runs_created == 1, ref.counters
+        wait_no_advance_jobs(database_url, 90, "chained start")
+    finally:
+        worker.stop()
+        ref.stop()
+        edge.stop()
+
+
+def test_a_dead_jobs_waiting_twin_does_not_stop_the_next_worker(database_url, tmp_path):
+    """What a worker leaves when it is killed just after a job queued its run's next step:
+    the job still ``doing`` under a silent worker, the next step ``todo`` under the same
+    queueing lock. Putting the dead job back in the queue would break that lock; the next
+    worker must start anyway, drop the dead job and run the waiting one."""
+    settings = Settings(encryption_key=generate_key())
+    fast_engine(settings)
+    lock = "run:424242"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        (dead,) = conn.execute(
+            "INSERT INTO procrastinate_workers (last_heartbeat) "
+            "VALUES (now() - interval '1 hour') RETURNING id"
+        ).fetchone()
+        for status, worker_id in (("doing", dead), ("todo", None)):
+            conn.execute(
+                "INSERT INTO procrastinate_jobs "
+                "(queue_name, task_name, queueing_lock, args, status, worker_id) "
+                "VALUES ('default', 'advance_run', %s, '{\"run_id\": 424242}', %s, %s)",
+                (lock, status, worker_id),
+            )
+    worker = WorkerProcess(database_url, settings, tmp_path)
+    try:
+        worker.start()
+        worker.wait_registered("dead job with a waiting twin")
+        wait_no_advance_jobs(database_url, 30, "dead job with a waiting twin")
+        assert worker.proc is not None and worker.proc.poll() is None, worker.tail()
+        failed = query(database_url, "SELECT id FROM procrastinate_jobs WHERE status = 'failed'")
+        assert not failed, jobs_dump(database_url)
+    finally:
+        worker.stop()
