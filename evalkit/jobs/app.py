@@ -20,7 +20,7 @@ from procrastinate.exceptions import AlreadyEnqueued
 
 from evalkit.db import Conn
 
-TASK_MODULES = ["evalkit.jobs.maintenance", "evalkit.jobs.runs"]
+TASK_MODULES = ["evalkit.jobs.maintenance", "evalkit.jobs.runs", "evalkit.jobs.settle"]
 
 app = procrastinate.App(
     connector=procrastinate.PsycopgConnector(),

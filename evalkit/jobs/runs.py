@@ -20,7 +20,7 @@ from procrastinate import JobContext, RetryStrategy
 
 from evalkit.db import Conn, Database
 from evalkit.harness.client import HarnessClient
-from evalkit.jobs import runtime
+from evalkit.jobs import runtime, settle
 from evalkit.jobs.app import app, defer
 from evalkit.model.harness import Capabilities
 from evalkit.runs import machine
@@ -98,9 +98,13 @@ async def _drive(db: Database, run_id: int) -> int | None:
     freed = False
     while work.state not in machine.TERMINAL:
         result = await machine.step(work, env)
+        if result.handoff:
+            break  # the settle job takes it from here (see evalkit.jobs.settle)
         if result.transition is not None:
             async with db.connection() as conn:
                 applied = await store.apply_transition(conn, result.transition)
+                if applied and result.transition.to_state == "collecting":
+                    await settle.on_collecting(conn, row["agent_id"], work, result.transition)
             if not applied:
                 return None  # another driver moved it on: that one owns it now
             before = work.state

@@ -146,6 +146,7 @@ class RunWork(msgspec.Struct, kw_only=True):
     settings: RunSettings
     harness_run_id: str | None = None
     harness_status: str | None = None
+    session_id: str | None = None
     timed_out: bool = False
     started_at: datetime | None = None
     deadline_at: datetime | None = None

@@ -118,6 +118,8 @@ async def _drive_run(link: ServerLink, run: RunWork, env: machine.Env) -> RunWor
         run = machine.advance(run, claimed)
     while run.state not in machine.TERMINAL:
         step = await machine.step(run, env)
+        if step.handoff:
+            return run  # the server builds its trajectory from traces and finishes it
         if step.transition is not None:
             if await _record(link, step.transition) is None:
                 return None  # moved on elsewhere (another `evalkit run --resume`)

@@ -70,6 +70,9 @@ class Step:
     transition: Transition | None
     wait: float = 0.0
     """Seconds before the next step; 0 means go on at once (unless the run is terminal)."""
+    handoff: bool = False
+    """The driver stops here: the server's settle job collects the run's trajectory from
+    its traces and moves the run on (agents whose trajectories come from OpenTelemetry)."""
 
 
 async def step(work: RunWork, env: Env) -> Step:
@@ -96,6 +99,7 @@ def advance(work: RunWork, transition: Transition) -> RunWork:
         for name in (
             "harness_run_id",
             "harness_status",
+            "session_id",
             "started_at",
             "deadline_at",
             "stop_requested_at",
@@ -196,8 +200,7 @@ async def _time_out(work: RunWork, env: Env, now: datetime) -> Step:
 
 async def _collect(work: RunWork, env: Env) -> Step:
     if work.trajectory_source == "otel":
-        # Trajectories built from spans arrive with the OTel collector (issue 5).
-        return Step(_to(work, "scoring"))
+        return Step(None, handoff=True)
     if not env.capabilities.provides.trajectory or work.harness_run_id is None:
         return Step(_to(work, "scoring"))
     partial = work.timed_out and work.harness_status not in FINAL_STATUSES
@@ -256,7 +259,9 @@ def _finished_harness_run(
         harness_status=status.status,
         answer=status.answer,
         output=status.output,
-        session_id=status.session_id,
+        # A traced harness puts its run id on its spans as the session id unless it says
+        # otherwise (path 3c: Harness API for invocation, traces for trajectories).
+        session_id=status.session_id or base.harness_run_id or work.harness_run_id,
         error=error,
         harness_done_at=now,
     )

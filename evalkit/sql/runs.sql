@@ -122,7 +122,8 @@ WHERE id = %(experiment_id)s
 -- name: run_work :many
 -- Everything the state machine needs for these runs.
 SELECT r.id AS run_id, r.experiment_id, r.agent_id, r.state, r.attempts, r.case_id,
-       r.repetition, r.harness_run_id, r.harness_status, r.timed_out, r.started_at,
+       r.repetition, r.harness_run_id, r.harness_status, r.session_id, r.timed_out,
+       r.started_at, r.harness_done_at,
        r.deadline_at, r.stop_requested_at,
        e.model, e.capabilities, e.driver, e.created_by AS experiment_created_by,
        a.harness_url, a.api_key, a.trajectory_source, a.run_timeout_seconds,
@@ -243,3 +244,13 @@ WHERE r.id = %(run_id)s;
 UPDATE runs SET state = 'errored', error = %(error)s, finished_at = now(), updated_at = now()
 WHERE id = %(run_id)s AND state NOT IN ('done', 'failed', 'errored')
 RETURNING experiment_id;
+
+-- name: run_collecting_for_session :one
+-- The run of an agent waiting in collecting for the trajectory of a traced session.
+SELECT r.id, r.agent_id, r.state, r.attempts, r.timed_out, r.harness_status,
+       r.harness_done_at, a.name AS agent_name, a.trajectory_wait_seconds
+FROM runs r
+JOIN agents a ON a.id = r.agent_id
+WHERE r.agent_id = %(agent_id)s AND r.session_id = %(session_id)s AND r.state = 'collecting'
+ORDER BY r.id DESC
+LIMIT 1;

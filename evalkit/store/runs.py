@@ -285,6 +285,7 @@ def work_from_row(row: dict[str, Any]) -> wire.RunWork:
         ),
         harness_run_id=row["harness_run_id"],
         harness_status=row["harness_status"],
+        session_id=row["session_id"],
         timed_out=row["timed_out"],
         started_at=row["started_at"],
         deadline_at=row["deadline_at"],

@@ -10,6 +10,7 @@ from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadGateway, BadRequest, Conflict, EvalkitError
 from evalkit.harness.client import HarnessClient
+from evalkit.jobs import settle
 from evalkit.jobs.app import defer
 from evalkit.model import runs as wire
 from evalkit.model.harness import Capabilities
@@ -253,6 +254,9 @@ async def runs_transition(call: Call) -> wire.TransitionResult:
         applied = await store.apply_transition(conn, body)
         if applied and body.to_state in machine.TERMINAL:
             await store.finish_experiment_if_done(conn, run["experiment_id"])
+        if applied and body.to_state == "collecting":
+            [(work, work_row)] = await store.load_work(conn, [run_id])
+            await settle.on_collecting(conn, work_row["agent_id"], work, body)
         current = (await store.run_row(conn, run_id))["state"]
     return wire.TransitionResult(applied=applied, state=current)
 

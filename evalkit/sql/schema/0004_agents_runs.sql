@@ -111,6 +111,8 @@ CREATE INDEX runs_live_idx ON runs (experiment_id) WHERE state NOT IN ('done', '
 CREATE INDEX runs_agent_in_flight_idx ON runs (agent_id)
     WHERE state IN ('starting', 'running', 'stopping');
 CREATE INDEX runs_agent_queued_idx ON runs (agent_id, id) WHERE state = 'queued';
+-- The settle job finds the run a traced session belongs to.
+CREATE INDEX runs_agent_session_idx ON runs (agent_id, session_id) WHERE session_id IS NOT NULL;
 
 -- What the harness (or the span mapping) gave as the run's trajectory, stored even when
 -- invalid: errors lists the broken ATIF rules, partial says the run was cut short.
