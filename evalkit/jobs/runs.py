@@ -45,19 +45,28 @@ async def dispatch_agent(context: JobContext, agent_id: int) -> int:
     return len(claimed)
 
 
-@app.periodic(cron="*/1 * * * *", periodic_id="dispatch-waiting-runs")
-@app.task(name="dispatch_waiting_runs", queueing_lock="dispatch_waiting_runs", pass_context=True)
-async def dispatch_waiting_runs(context: JobContext, timestamp: int) -> int:
-    """A sweep for queued runs whose agent has free slots but no job to claim them."""
-    from evalkit.jobs.runtime import database
-
-    started = 0
-    async with database().connection() as conn:
+@app.periodic(cron="*/1 * * * *", periodic_id="sweep-runs")
+@app.task(name="sweep_runs", queueing_lock="sweep_runs", pass_context=True)
+async def sweep_runs(context: JobContext, timestamp: int) -> int:
+    """The safety net, once a minute: start queued runs whose agent has free slots, and
+    queue a step for live runs that no job will move (their worker died between claiming
+    them and queueing their next step)."""
+    settings = runtime.settings()
+    idle = 2 * settings.worker.stalled_seconds + settings.worker.harness_timeout_seconds
+    moved = 0
+    async with runtime.database().connection() as conn:
         for row in await conn.all("agents_with_queued_runs"):
             for run_id in await store.claim_runs(conn, row["agent_id"], limit=1000):
                 await defer_advance(None, run_id)
-                started += 1
-    return started
+                moved += 1
+        for run in await conn.all("runs_orphaned", idle_seconds=idle):
+            log.warning("run %s (%s) had no job to move it; queueing one", run["id"], run["state"])
+            if run["state"] == "collecting" and run["trajectory_source"] == "otel":
+                await settle.defer_settle(None, run["agent_id"], run["session_id"], after=0)
+            else:
+                await defer_advance(None, run["id"])
+            moved += 1
+    return moved
 
 
 @app.task(name="advance_run", retry=JOB_RETRY, pass_context=True)

@@ -254,3 +254,21 @@ JOIN agents a ON a.id = r.agent_id
 WHERE r.agent_id = %(agent_id)s AND r.session_id = %(session_id)s AND r.state = 'collecting'
 ORDER BY r.id DESC
 LIMIT 1;
+
+-- name: runs_orphaned :many
+-- Live server-driven runs that nothing will move: idle for a while and no job waiting or
+-- running under their lock (a worker died between claiming a run and queueing its step).
+SELECT r.id, r.agent_id, r.state, r.session_id, a.trajectory_source
+FROM runs r
+JOIN experiments e ON e.id = r.experiment_id
+JOIN agents a ON a.id = r.agent_id
+WHERE e.driver = 'server'
+  AND r.state IN ('starting', 'running', 'stopping', 'collecting', 'scoring')
+  AND r.updated_at < now() - make_interval(secs => %(idle_seconds)s)
+  AND NOT EXISTS (
+      SELECT 1 FROM procrastinate_jobs j
+      WHERE j.queueing_lock IN ('run:' || r.id, 'settle:' || r.agent_id || ':' || r.session_id)
+        AND j.status IN ('todo', 'doing')
+  )
+ORDER BY r.id
+LIMIT 1000;

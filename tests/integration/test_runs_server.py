@@ -287,3 +287,44 @@ def test_a_harness_that_lies_about_its_trajectory(engine, dev, cli):
         assert run["trajectory_valid"] is False
         [error] = run["trajectory_errors"]
         assert error["rule"] == "not-collected" and "trajectory" in error["message"]
+
+
+def test_the_sweeper_moves_a_run_no_job_would(engine, dev, cli):
+    import asyncio
+
+    import psycopg
+
+    from evalkit.db import Database
+    from evalkit.jobs.app import defer
+
+    with harness() as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        done = cli("run", "finance@dev", "--agent", "ref@dev", "--case-id", "add", "--json").json
+        run_id = done["run_list"][0]["id"]
+        # As if a worker died right after claiming the run: starting, idle, no job.
+        with psycopg.connect(engine.db_url, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE runs SET state = 'starting', finished_at = NULL, "
+                "updated_at = now() - interval '1 hour' WHERE id = %s",
+                [run_id],
+            )
+            conn.execute("DELETE FROM trajectories WHERE run_id = %s", [run_id])
+            conn.execute(
+                "UPDATE experiments SET status = 'running', summary = NULL WHERE id = %s",
+                [done["id"]],
+            )
+
+        async def sweep() -> None:
+            db = Database(engine.db_url)
+            await db.open()
+            try:
+                async with db.connection() as conn:
+                    await defer(conn, "sweep_runs", timestamp=0)
+            finally:
+                await db.close()
+
+        asyncio.run(sweep())
+        detail = wait_finished(engine, dev, done["id"])
+        assert detail["by_state"] == {"done": 1}
+        # The second start carried the same evalkit_run_id: the harness did not run it twice.
+        assert ref.counters.runs_created == 1 and ref.counters.starts[str(run_id)] == 2
