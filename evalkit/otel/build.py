@@ -1,0 +1,624 @@
+"""Spans -> ATIF trajectory, read with an agent's span mapping.
+
+The spans are sorted by start time, then span id, so the same spans in any order give the
+same trajectory, byte for byte. Steps, in time order:
+
+- a ``system`` or ``user`` step for each system or user message an LLM call is the first to
+  send (later calls repeat the history; only messages not seen before make new steps);
+- an ``agent`` step per LLM call: its reply, reasoning, tool calls, model and token counts,
+  with the results of its tool calls as the step's observation (from the tool spans that
+  answer them, else from the tool messages a later LLM call sent);
+- an ``agent`` step with ``llm_call_count: 0`` for a tool span no LLM call asked for.
+
+What the mapping names but a span lacks is listed in :attr:`BuildResult.unread`, one line
+per thing, with the span id.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import msgspec
+
+from evalkit.atif.model import LATEST_SCHEMA_VERSION
+from evalkit.otel import _messages
+from evalkit.otel._messages import Message
+from evalkit.otel.mapping import AnswerSource, Mapping, SpanMatch, names
+from evalkit.otel.model import Span
+
+__all__ = ["BuildResult", "build_trajectory"]
+
+MAX_UNREAD: Final = 200
+TRUNCATED_NOTE: Final = (
+    "Built from a truncated session: the collector refused spans past otel.max_session_bytes, "
+    "so later steps may be missing."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    trajectory: dict[str, Any]
+    """The ATIF document (passes ``evalkit.atif.validate_trajectory``)."""
+    answer: str | None
+    unread: list[str]
+    """What the mapping could not read, one line each: ``span <id>: <what> missing``."""
+    steps: int
+    truncated: bool
+    spans: int = 0
+    """Spans read (after ``exclude_spans``)."""
+    excluded: int = 0
+
+
+@dataclass
+class _Call:
+    id: str
+    """The id in the trajectory (made unique)."""
+    original: str | None
+    name: str
+    arguments: dict[str, Any]
+    result: Any = None
+    answered: bool = False
+
+
+@dataclass
+class _Step:
+    """A step before numbering; ``key`` orders the steps."""
+
+    key: tuple[int, str, int, int]
+    body: dict[str, Any]
+    calls: list[_Call] = field(default_factory=list)
+    span: Span | None = None
+
+
+def build_trajectory(
+    spans: list[Span],
+    mapping: Mapping,
+    *,
+    session_id: str,
+    agent_name: str,
+    truncated: bool = False,
+) -> BuildResult:
+    """Build the ATIF trajectory of one session from its spans with ``mapping``."""
+    return _Builder(spans, mapping).build(session_id, agent_name, truncated)
+
+
+class _Builder:
+    def __init__(self, spans: list[Span], mapping: Mapping) -> None:
+        self.m = mapping
+        self.unread: list[str] = []
+        ordered = _dedupe(sorted(spans, key=lambda s: (s.start_ns, s.span_id, s.trace_id)))
+        self.by_id = {(s.trace_id, s.span_id): s for s in ordered}
+        excluded = {id(s) for s in ordered if self._excluded(s)}
+        self.spans = [s for s in ordered if id(s) not in excluded]
+        self.excluded = len(ordered) - len(self.spans)
+        self.kind = {id(s): self._kind(s) for s in self.spans}
+        self.call_ids: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ the tree
+
+    def _parent(self, span: Span) -> Span | None:
+        if span.parent_span_id is None:
+            return None
+        return self.by_id.get((span.trace_id, span.parent_span_id))
+
+    def _ancestors(self, span: Span) -> list[Span]:
+        chain, seen, parent = [], {id(span)}, self._parent(span)
+        while parent is not None and id(parent) not in seen:
+            chain.append(parent)
+            seen.add(id(parent))
+            parent = self._parent(parent)
+        return chain
+
+    def _excluded(self, span: Span) -> bool:
+        rules = self.m.exclude_spans
+        return bool(rules) and any(
+            _matches(s, rule) for s in (span, *self._ancestors(span)) for rule in rules
+        )
+
+    def _kind(self, span: Span) -> str | None:
+        kinds = self.m.span_kinds
+        for kind, rules in (("llm", kinds.llm), ("tool", kinds.tool), ("agent", kinds.agent)):
+            if any(_matches(span, rule) for rule in rules):
+                return kind
+        return None
+
+    def _nested(self, span: Span, kind: str) -> bool:
+        """An LLM span inside an LLM span (two instrumentations of one call), or a tool span
+        inside a tool span: the outer one stands for both."""
+        return any(self.kind.get(id(a)) == kind for a in self._ancestors(span))
+
+    def of_kind(self, kind: str) -> list[Span]:
+        return [s for s in self.spans if self.kind[id(s)] == kind and not self._nested(s, kind)]
+
+    def _tops(self) -> list[Span]:
+        return [s for s in self.spans if self._parent(s) is None]
+
+    def _agents(self) -> list[Span]:
+        return self.of_kind("agent")
+
+    # ------------------------------------------------------------------ reading
+
+    def note(self, span: Span, text: str) -> None:
+        line = f"span {span.span_id}: {text}"
+        if line not in self.unread:
+            self.unread.append(line)
+
+    def first(self, span: Span, rule: Any, *, report: bool = False) -> Any:
+        listed = names(rule)
+        for name in listed:
+            value = span.attributes.get(name)
+            if value is not None and value != "":
+                return value
+        if report and listed:
+            self.note(span, f"{' / '.join(listed)} missing")
+        return None
+
+    def _number(self, span: Span, rule: Any, *, whole: bool, report: bool) -> int | float | None:
+        value = self.first(span, rule, report=report)
+        if value is None:
+            return None
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                value = None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            self.note(span, f"{' / '.join(names(rule))} is not a number of 0 or more")
+            return None
+        if whole:
+            if value != int(value):
+                self.note(span, f"{' / '.join(names(rule))} is not a whole number")
+                return None
+            return int(value)
+        return value
+
+    def _metrics(self, span: Span) -> dict[str, Any]:
+        usage = self.m.llm.usage
+        metrics: dict[str, Any] = {}
+        for key, rule, report in (
+            ("prompt_tokens", usage.prompt_tokens, True),
+            ("completion_tokens", usage.completion_tokens, True),
+            ("cached_tokens", usage.cached_tokens, False),
+        ):
+            value = self._number(span, rule, whole=True, report=report)
+            if value is not None:
+                metrics[key] = value
+        cost = self._number(span, usage.cost_usd, whole=False, report=False)
+        if cost is not None:
+            metrics["cost_usd"] = cost
+        extra = {}
+        for key, rule in usage.extra.items():
+            value = self._number(span, rule, whole=False, report=False)
+            if value is not None:
+                extra[key] = value
+        cached, prompt = metrics.get("cached_tokens"), metrics.get("prompt_tokens")
+        if cached is not None and prompt is not None and cached > prompt:
+            self.note(
+                span,
+                f"cached tokens ({cached}) exceed prompt tokens ({prompt}); the prompt count "
+                "must include them, so cached_tokens went to metrics.extra",
+            )
+            extra["cached_tokens"] = metrics.pop("cached_tokens")
+        if extra:
+            metrics["extra"] = extra
+        return metrics
+
+    def _arguments(self, span: Span, value: Any, where: str) -> dict[str, Any]:
+        if value is None or value == "":
+            return {}
+        decoded, problem = _messages.decode_json(value)
+        if problem:
+            self.note(span, f"{where} {problem}; kept as text under 'value'")
+            return {"value": value}
+        if isinstance(decoded, dict):
+            return decoded
+        self.note(span, f"{where} is not a JSON object; kept under 'value'")
+        return {"value": decoded}
+
+    def _call(self, span: Span, call: _messages.Call, n: int) -> _Call:
+        original = call.id
+        if original is None:
+            self.note(span, f"{call.where} has no tool call id; made one up")
+        unique = self._unique(original or f"{span.span_id}-{n}")
+        name = call.name
+        if name is None:
+            self.note(span, f"{call.where} has no function name")
+            name = "unknown"
+        return _Call(
+            id=unique,
+            original=original,
+            name=name,
+            arguments=self._arguments(span, call.arguments, f"{call.where} arguments"),
+        )
+
+    def source_value(self, source: AnswerSource, *, last: bool) -> str | None:
+        if source.span == "last_llm":
+            llms = self.of_kind("llm")
+            if not llms:
+                return None
+            span = llms[-1]
+            if source.attribute is None:
+                out = self._output(span, report=False)
+                return out.text if out is not None else None
+            return _text(self.first(span, source.attribute))
+        pool = self._tops() if source.span == "root" else self._agents()
+        if not pool:
+            return None
+        # the answer: the span that ended last (ties: the later one); the input: the first
+        span = max(reversed(pool), key=lambda s: s.end_ns) if last else pool[0]
+        return _text(self.first(span, source.attribute))
+
+    def _output(self, span: Span, *, report: bool) -> Message | None:
+        note = (lambda text: self.note(span, text)) if report else (lambda text: None)
+        outputs = _messages.read(span, self.m.llm.output_messages, note, output=True)
+        replies = [m for m in outputs if m.role in (None, "assistant", "model")]
+        return replies[0] if replies else (outputs[0] if outputs else None)
+
+    # ------------------------------------------------------------------ building
+
+    def build(self, session_id: str, agent_name: str, truncated: bool) -> BuildResult:
+        steps: list[_Step] = []
+        seen: Counter[tuple[str, str]] = Counter()
+        llm_steps: list[_Step] = []
+        later_inputs: list[tuple[Span, list[Message]]] = []
+        for span in self.of_kind("llm"):
+            inputs = _messages.read(
+                span, self.m.llm.input_messages, lambda t, s=span: self.note(s, t), output=False
+            )
+            if not inputs:
+                self.note(
+                    span,
+                    f"input messages missing ({_messages.describe(self.m.llm.input_messages)})",
+                )
+            later_inputs.append((span, inputs))
+            steps += self._prompt_steps(span, inputs, seen)
+            step = self._llm_step(span)
+            llm_steps.append(step)
+            steps.append(step)
+        steps += self._tool_steps(llm_steps)
+        self._results_from_messages(llm_steps, later_inputs)
+        for step in steps:
+            if step.calls:
+                self._observe(step)
+        steps.sort(key=lambda s: s.key)
+        if not any(s.body["source"] == "user" for s in steps):
+            self._input_step(steps)
+        answer = None
+        for source in self.m.answer:
+            answer = self.source_value(source, last=True)
+            if answer:
+                break
+        if not answer:
+            answer = None
+            self.unread.append(
+                "answer: no answer source gave a value ("
+                + "; ".join(_describe_source(s) for s in self.m.answer)
+                + ")"
+            )
+        if not steps:
+            self.unread.append("steps: no span is an LLM call or a tool (see span_kinds)")
+            steps.append(
+                _Step(
+                    key=(0, "", 0, 0),
+                    body={"source": "agent", "message": answer or "", "llm_call_count": 0},
+                )
+            )
+        bodies = []
+        for i, step in enumerate(steps, start=1):
+            bodies.append({"step_id": i, **step.body})
+        trajectory = self._document(bodies, session_id, agent_name, truncated)
+        unread = self.unread
+        if len(unread) > MAX_UNREAD:
+            unread = [*unread[:MAX_UNREAD], f"... and {len(unread) - MAX_UNREAD} more"]
+        return BuildResult(
+            trajectory=trajectory,
+            answer=answer,
+            unread=unread,
+            steps=len(bodies),
+            truncated=truncated,
+            spans=len(self.spans),
+            excluded=self.excluded,
+        )
+
+    def _prompt_steps(
+        self, span: Span, inputs: list[Message], seen: Counter[tuple[str, str]]
+    ) -> list[_Step]:
+        """System and user messages this call is the first to send."""
+        steps = []
+        here: Counter[tuple[str, str]] = Counter()
+        for msg in inputs:
+            if msg.role not in ("system", "user"):
+                continue
+            key = (msg.role, msg.text or "")
+            here[key] += 1
+            if here[key] <= seen[key]:
+                continue
+            seen[key] += 1
+            steps.append(
+                _Step(
+                    key=(span.start_ns, span.span_id, 0, len(steps)),
+                    body={
+                        "timestamp": _iso(span.start_ns),
+                        "source": msg.role,
+                        "message": msg.text or "",
+                        "extra": {"span_id": span.span_id},
+                    },
+                    span=span,
+                )
+            )
+        return steps
+
+    def _llm_step(self, span: Span) -> _Step:
+        out = self._output(span, report=True)
+        if out is None:
+            self.note(
+                span,
+                f"output messages missing ({_messages.describe(self.m.llm.output_messages)})",
+            )
+        elif out.text is None and not out.calls:
+            self.note(span, f"{out.where} has neither text nor tool calls")
+        body: dict[str, Any] = {"timestamp": _iso(span.end_ns), "source": "agent"}
+        model = self.first(span, self.m.llm.model, report=True)
+        if model is not None:
+            body["model_name"] = _text(model)
+        body["message"] = (out.text if out else None) or ""
+        reasoning = out.reasoning if out else None
+        reasoning = reasoning or _text(self.first(span, self.m.llm.reasoning))
+        if reasoning:
+            body["reasoning_content"] = reasoning
+        calls = [self._call(span, c, n) for n, c in enumerate(out.calls if out else [])]
+        metrics = self._metrics(span)
+        if metrics:
+            body["metrics"] = metrics
+        body["llm_call_count"] = 1
+        body["extra"] = {"span_id": span.span_id}
+        return _Step(key=(span.start_ns, span.span_id, 1, 0), body=body, calls=calls, span=span)
+
+    def _tool_steps(self, llm_steps: list[_Step]) -> list[_Step]:
+        """Match each tool span to the call it answers; the rest become steps of their own."""
+        steps = []
+        tool = self.m.tool
+        for span in self.of_kind("tool"):
+            name = _text(self.first(span, tool.name, report=True))
+            call_id = _text(self.first(span, tool.call_id))
+            result = self.first(span, tool.result)
+            if result is None and span.status_code == 2:
+                result = f"error: {_error_text(span)}"
+            call = self._match_call(span, llm_steps, call_id, name)
+            if call is not None:
+                if result is not None:
+                    call.result, call.answered = result, True
+                continue
+            if result is None and names(tool.result):
+                self.note(span, f"{' / '.join(names(tool.result))} missing")
+            where = " / ".join(names(tool.arguments)) or "tool arguments"
+            own = _Call(
+                id=self._unique(call_id or span.span_id),
+                original=call_id,
+                name=name or span.name,
+                arguments=self._arguments(span, self.first(span, tool.arguments), where),
+            )
+            own.result, own.answered = result, result is not None
+            steps.append(
+                _Step(
+                    key=(span.start_ns, span.span_id, 1, 0),
+                    body={
+                        "timestamp": _iso(span.end_ns),
+                        "source": "agent",
+                        "message": "",
+                        "llm_call_count": 0,
+                        "extra": {"span_id": span.span_id},
+                    },
+                    calls=[own],
+                    span=span,
+                )
+            )
+        return steps
+
+    def _unique(self, base: str) -> str:
+        self.call_ids[base] += 1
+        return base if self.call_ids[base] == 1 else f"{base}#{self.call_ids[base]}"
+
+    def _match_call(
+        self, span: Span, llm_steps: list[_Step], call_id: str | None, name: str | None
+    ) -> _Call | None:
+        """The call a tool span answers: by call id when an LLM call has that id, else by
+        function name; in the latest LLM call started before the tool span that still waits
+        for such a result."""
+        before = [s for s in llm_steps if s.span is not None and s.span.start_ns <= span.start_ns]
+        known = call_id is not None and any(
+            c.original == call_id for s in llm_steps for c in s.calls
+        )
+        for step in reversed(before):
+            for call in step.calls:
+                if call.answered:
+                    continue
+                if known and call.original == call_id:
+                    return call
+                if not known and name is not None and call.name == name:
+                    return call
+        return None
+
+    def _results_from_messages(
+        self, llm_steps: list[_Step], inputs: list[tuple[Span, list[Message]]]
+    ) -> None:
+        """Calls no tool span answered: look for a tool message in a later call's input."""
+        for index, step in enumerate(llm_steps):
+            for call in step.calls:
+                if call.answered or call.original is None:
+                    continue
+                for _, msgs in inputs[index + 1 :]:
+                    found = [r for m in msgs for r in m.results if r.call_id == call.original]
+                    if found:
+                        call.result, call.answered = found[0].content, True
+                        break
+
+    def _observe(self, step: _Step) -> None:
+        step.body["tool_calls"] = [
+            {"tool_call_id": c.id, "function_name": c.name, "arguments": c.arguments}
+            for c in step.calls
+        ]
+        results = []
+        for call in step.calls:
+            if not call.answered:
+                if step.span is not None and step.body.get("llm_call_count") == 1:
+                    self.note(
+                        step.span,
+                        f"no result for tool call {call.id} ({call.name}): no tool span "
+                        "answers it and no later LLM call sent its result",
+                    )
+                continue
+            results.append({"source_call_id": call.id, "content": _content(call.result)})
+        if results:
+            step.body["observation"] = {"results": results}
+        # keep the step's keys in ATIF's order: observation and metrics after the calls
+        for key in ("metrics", "llm_call_count", "extra"):
+            if key in step.body:
+                step.body[key] = step.body.pop(key)
+
+    def _input_step(self, steps: list[_Step]) -> None:
+        """No LLM call carried a user message: the user's request from ``input``."""
+        for source in self.m.input:
+            text = self.source_value(source, last=False)
+            if not text:
+                continue
+            pool = self._tops() if source.span == "root" else self._agents()
+            span = pool[0] if pool else None
+            lead = 0
+            while lead < len(steps) and steps[lead].body["source"] == "system":
+                lead += 1
+            body: dict[str, Any] = {"source": "user", "message": text}
+            if span is not None:
+                body = {"timestamp": _iso(span.start_ns), **body}
+                body["extra"] = {"span_id": span.span_id}
+            steps.insert(lead, _Step(key=(0, "", 0, 0), body=body, span=span))
+            return
+
+    def _document(
+        self, steps: list[dict[str, Any]], session_id: str, agent_name: str, truncated: bool
+    ) -> dict[str, Any]:
+        version = None
+        tops = self._tops()
+        for span in [*self._agents()[:1], *tops[:1]]:
+            for name in names(self.m.agent_version):
+                value = span.attributes.get(name, span.resource.get(name))
+                if value not in (None, ""):
+                    version = _text(value)
+                    break
+            if version:
+                break
+        agent: dict[str, Any] = {"name": agent_name, "version": version or "unknown"}
+        models = [s["model_name"] for s in steps if s.get("model_name")]
+        if models:
+            agent["model_name"] = models[0]
+        doc: dict[str, Any] = {
+            "schema_version": LATEST_SCHEMA_VERSION,
+            "session_id": session_id,
+            "agent": agent,
+            "steps": steps,
+        }
+        if truncated:
+            doc["notes"] = TRUNCATED_NOTE
+        doc["final_metrics"] = _final_metrics(steps)
+        doc["extra"] = {
+            "evalkit": {
+                "built_from": "otel",
+                "spans": len(self.spans),
+                "spans_excluded": self.excluded,
+                "truncated": truncated,
+            }
+        }
+        return doc
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _dedupe(spans: list[Span]) -> list[Span]:
+    """One span per (trace id, span id); of differing copies, the same one whatever the
+    input order (the smallest encoding)."""
+    kept: dict[tuple[str, str], Span] = {}
+    for span in spans:
+        key = (span.trace_id, span.span_id)
+        other = kept.get(key)
+        if other is None or _encoded(span) < _encoded(other):
+            kept[key] = span
+    return sorted(kept.values(), key=lambda s: (s.start_ns, s.span_id, s.trace_id))
+
+
+def _encoded(span: Span) -> bytes:
+    return msgspec.json.encode(span)
+
+
+def _matches(span: Span, rule: SpanMatch) -> bool:
+    if rule.name is not None and not fnmatch.fnmatchcase(span.name, rule.name):
+        return False
+    if rule.attribute is not None:
+        if rule.attribute not in span.attributes:
+            return False
+        if rule.values is not None:
+            value = span.attributes[rule.attribute]
+            return any(_same(value, v) for v in rule.values)
+    return True
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    if isinstance(value, bool) or isinstance(wanted, bool):
+        return isinstance(value, bool) and isinstance(wanted, bool) and value == wanted
+    if isinstance(value, int | float) and isinstance(wanted, int | float):
+        return value == wanted
+    return str(value) == str(wanted)
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _content(value: Any) -> str:
+    return _text(value) or ""
+
+
+def _error_text(span: Span) -> str:
+    for ev in span.events:
+        if ev.name == "exception":
+            message = ev.attributes.get("exception.message")
+            kind = ev.attributes.get("exception.type")
+            if message or kind:
+                return ": ".join(str(x) for x in (kind, message) if x)
+    return span.status_message or "the tool failed"
+
+
+def _describe_source(source: AnswerSource) -> str:
+    where = {"root": "the root span", "agent": "the agent span", "last_llm": "the last LLM call"}
+    attribute = " / ".join(names(source.attribute)) or "its reply"
+    return f"{where[source.span]}: {attribute}"
+
+
+def _iso(ns: int) -> str:
+    seconds, rest = divmod(ns, 1_000_000_000)
+    stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{stamp}.{rest // 1000:06d}Z"
+
+
+def _final_metrics(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    totals: dict[str, Any] = {}
+    for key, total in (
+        ("prompt_tokens", "total_prompt_tokens"),
+        ("completion_tokens", "total_completion_tokens"),
+        ("cached_tokens", "total_cached_tokens"),
+        ("cost_usd", "total_cost_usd"),
+    ):
+        values = [s["metrics"][key] for s in steps if key in s.get("metrics", {})]
+        if values:
+            totals[total] = round(sum(values), 10) if key == "cost_usd" else sum(values)
+    totals["total_steps"] = len(steps)
+    return totals
