@@ -15,10 +15,12 @@ from starlette.routing import Route
 
 from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS, Actor
+from evalkit.auth.tokens import AGENT_PREFIX
 from evalkit.db import Database, IntegrityError
 from evalkit.errors import ApiError, BadRequest, DatabaseError, TooLarge, Unauthorized
 from evalkit.model import api
 from evalkit.store.accounts import resolve_login_token
+from evalkit.store.agent_tokens import resolve_agent_token
 
 MAX_JSON_BODY = 8 * 2**20
 
@@ -86,6 +88,8 @@ class Endpoint:
             if not self.public:
                 await authenticate(call)
                 access.require_authenticated(call.actor)
+                if call.actor.agent_id is not None:
+                    access.require_user(call.actor)  # agent tokens: the collector only
             result = await self.handler(call)
             if isinstance(result, Response):  # bytes, streamed: the handler built it
                 return result
@@ -107,8 +111,16 @@ async def authenticate(call: Call) -> None:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("the Authorization header must be 'Bearer <token>'", code="bad-token")
+    token = token.strip()
+    if token.startswith(AGENT_PREFIX):
+        # An agent token acts for its agent only: the collector takes it, every other
+        # route refuses it (access.require_user, and _serve below).
+        async with call.db.connection() as conn:
+            agent = await resolve_agent_token(conn, token)
+        call.actor = agent.actor
+        return
     async with call.db.connection() as conn:
-        resolved = await resolve_login_token(conn, token.strip())
+        resolved = await resolve_login_token(conn, token)
     call.actor = resolved.actor
     call.token_id = resolved.token_id
     call.token_expires_at = resolved.expires_at

@@ -9,6 +9,8 @@ from evalkit.edge.routes import (
     fixtures,
     harness,
     meta,
+    otel,
+    tokens,
     workspaces,
 )
 
@@ -21,4 +23,6 @@ ENDPOINTS: list[Endpoint] = [
     *agents.ENDPOINTS,
     *harness.ENDPOINTS,
     *experiments.ENDPOINTS,
+    *tokens.ENDPOINTS,
+    *otel.ENDPOINTS,
 ]

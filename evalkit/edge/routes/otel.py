@@ -1,0 +1,492 @@
+"""The OTLP/HTTP collector (``POST /api/otel/v1/traces``) and the reads of stored traces.
+
+The collector answers in the request's encoding (protobuf or JSON), per the OTLP/HTTP spec:
+200 with ``partial_success`` when some spans are refused, 400 for a body that is not a
+trace export, 401/403/404 for who is sending and for which agent, 413 over
+``otel.max_batch_bytes`` (also after decompression), 415 for other content types and
+encodings, 429 when every ingest slot is busy and 503 when the database does not answer
+(both with Retry-After). The 200 is sent after the batch is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any, Literal
+
+import msgspec
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceResponse,
+)
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from evalkit.auth import access
+from evalkit.auth.access import ANONYMOUS
+from evalkit.db import Database
+from evalkit.edge.endpoint import Call, Endpoint, authenticate
+from evalkit.errors import (
+    ApiError,
+    BadRequest,
+    DatabaseError,
+    Forbidden,
+    NotFound,
+    TooLarge,
+)
+from evalkit.jobs.app import defer
+from evalkit.model import otel as wire
+from evalkit.model.names import parse_ref
+from evalkit.otel.model import session_attribute_names
+from evalkit.otel.otlp import Decoded, NotTraces, decode_json, decode_protobuf
+from evalkit.store import otel as store
+from evalkit.store.agents import AgentRow, active_mapping, get_agent, get_agent_by_id
+from evalkit.store.workspaces import get_workspace
+
+log = logging.getLogger("evalkit.otel")
+
+AGENT_HEADER = "x-evalkit-agent"
+SETTLE_TASK = "settle_session"
+SLOT_WAIT_SECONDS = 2.0
+"""How long a batch waits for an ingest slot before the answer is 429."""
+RETRY_AFTER_BUSY = 1
+RETRY_AFTER_DATABASE = 5
+MAX_MESSAGE = 2000
+"""The longest error or partial-success message sent back (clients cap what they read)."""
+
+Encoding = Literal["protobuf", "json"]
+
+# google.rpc.Code values for the Status body of a refusal.
+_GRPC_CODE = {400: 3, 401: 16, 403: 7, 404: 5, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
+
+
+class Refusal(ApiError):
+    """A collector answer other than 200, with its status chosen per instance."""
+
+    def __init__(
+        self, status: int, code: str, message: str, *, retry_after: int | None = None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.status = status
+        self.retry_after = retry_after
+
+
+# --------------------------------------------------------------------------- encodings
+
+
+def request_encoding(request: Request) -> Encoding | None:
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media in ("application/x-protobuf", "application/protobuf"):
+        return "protobuf"
+    if media == "application/json":
+        return "json"
+    return None
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def status_protobuf(code: int, message: str) -> bytes:
+    """A ``google.rpc.Status`` (code = field 1, message = field 2), encoded by hand: the
+    message type is not part of opentelemetry-proto."""
+    text = message.encode()
+    head = b"\x08" + _varint(code) if code else b""
+    return head + b"\x12" + _varint(len(text)) + text
+
+
+_json = msgspec.json.Encoder()
+
+
+def refusal_response(encoding: Encoding | None, exc: ApiError) -> Response:
+    status = exc.status
+    message = exc.message[:MAX_MESSAGE]
+    code = _GRPC_CODE.get(status, 2)
+    headers = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    retry_after = getattr(exc, "retry_after", None)
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    if encoding == "protobuf":
+        return Response(
+            status_protobuf(code, message),
+            status,
+            headers=headers,
+            media_type="application/x-protobuf",
+        )
+    # The google.rpc.Status JSON fields, plus evalkit's usual error object (its rule code).
+    body = {"code": code, "message": message, "error": {"code": exc.code, "message": message}}
+    return Response(_json.encode(body), status, headers=headers, media_type="application/json")
+
+
+def success_response(encoding: Encoding, rejected: int, message: str) -> Response:
+    message = message[:MAX_MESSAGE]
+    if encoding == "protobuf":
+        answer = ExportTraceServiceResponse()
+        if rejected or message:
+            answer.partial_success.CopyFrom(
+                ExportTracePartialSuccess(rejected_spans=rejected, error_message=message)
+            )
+        return Response(answer.SerializeToString(), 200, media_type="application/x-protobuf")
+    body: dict[str, Any] = {}
+    if rejected or message:
+        body["partialSuccess"] = {"rejectedSpans": str(rejected), "errorMessage": message}
+    return Response(_json.encode(body), 200, media_type="application/json")
+
+
+# --------------------------------------------------------------------------- the endpoint
+
+
+class CollectorEndpoint(Endpoint):
+    """An endpoint whose every answer, refusals included, is in the request's encoding,
+    and which alone accepts agent tokens."""
+
+    async def _serve(self, request: Request) -> Response:
+        encoding = request_encoding(request)
+        try:
+            call = Call(request=request, actor=ANONYMOUS, db=request.app.state.db)
+            await authenticate(call)
+            access.require_authenticated(call.actor)
+            return await self.handler(call)  # type: ignore[no-any-return]
+        except ApiError as exc:
+            return refusal_response(encoding, exc)
+        except DatabaseError as exc:
+            return refusal_response(
+                encoding,
+                Refusal(503, "database-unavailable", exc.message, retry_after=RETRY_AFTER_DATABASE),
+            )
+        except ClientDisconnect:
+            return Response(status_code=400)
+
+
+@dataclass
+class Collector:
+    """Per-process collector state: the ingest slots and the partitions known to exist."""
+
+    slots: asyncio.Semaphore
+    days: set[date] = field(default_factory=set)
+
+    async def ensure_day(self, db: Database, day: date) -> None:
+        if day in self.days:
+            return
+        async with db.connection() as conn:
+            await store.ensure_partition(conn, day)
+        self.days.add(day)
+
+
+def collector(call: Call) -> Collector:
+    state = call.request.app.state
+    found = getattr(state, "otel_collector", None)
+    if found is None:
+        slots = max(1, call.settings.database.pool_max - 2)
+        found = state.otel_collector = Collector(asyncio.Semaphore(slots))
+    return found  # type: ignore[no-any-return]
+
+
+async def _target_agent(call: Call) -> AgentRow:
+    """The agent the spans are for: the agent token's, or the one X-Evalkit-Agent names
+    (then the user must be allowed to write to its workspace)."""
+    named = call.request.headers.get(AGENT_HEADER, "").strip()
+    actor = call.actor
+    async with call.db.connection() as conn:
+        if actor.agent_id is not None:
+            agent = await get_agent_by_id(conn, actor.agent_id)
+            if named:
+                ref = parse_ref(named, "agent")
+                if (ref.name, ref.workspace or agent.workspace) != (agent.name, agent.workspace):
+                    raise Forbidden(
+                        "agent-token-scope",
+                        f"this token sends spans for {agent.ref}, not {named}; drop the "
+                        f"X-Evalkit-Agent header or mint a token for {named} "
+                        f"({access.RULES['agent-token-scope']})",
+                    )
+            return agent
+        if not named:
+            raise BadRequest(
+                "name the agent these spans belong to: send the header "
+                "'X-Evalkit-Agent: NAME@WORKSPACE' (or send with an agent token, which "
+                "implies it)",
+                code="agent-required",
+            )
+        ref = parse_ref(named, "agent")
+        ws = await get_workspace(conn, actor, ref.workspace or str(actor.username))
+        access.require_write(actor, ws.facts, "send spans for its agents")
+        return await get_agent(conn, ws.id, ref.name)
+
+
+def _decompressor(request: Request) -> Any:
+    coding = request.headers.get("content-encoding", "").strip().lower()
+    if coding in ("", "identity"):
+        return None
+    if coding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if coding == "deflate":
+        return zlib.decompressobj()
+    raise Refusal(
+        415,
+        "unsupported-encoding",
+        f"Content-Encoding {coding!r} is not supported; send gzip, deflate or no compression",
+    )
+
+
+async def read_capped(request: Request, limit: int, decompressor: Any) -> bytes:
+    """The body, decompressed, refused with 413 as soon as it (or what it decompresses to)
+    passes ``limit``: a gzip bomb never takes more than ``limit`` bytes of memory."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise TooLarge(_too_large(limit, "the body"))
+    parts: list[bytes] = []
+    received = produced = 0
+    try:
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > limit:
+                raise TooLarge(_too_large(limit, "the body"))
+            if decompressor is None:
+                parts.append(chunk)
+                continue
+            while chunk:
+                piece = decompressor.decompress(chunk, limit - produced + 1)
+                produced += len(piece)
+                if produced > limit:
+                    raise TooLarge(_too_large(limit, "the decompressed body"))
+                parts.append(piece)
+                chunk = decompressor.unconsumed_tail
+        if decompressor is not None:
+            if not decompressor.eof and received:
+                raise BadRequest(
+                    "the compressed body ends early (truncated gzip or deflate stream)",
+                    code="bad-compression",
+                )
+            if decompressor.unused_data:
+                raise BadRequest(
+                    "the body has bytes after the end of its compressed stream",
+                    code="bad-compression",
+                )
+    except zlib.error as exc:
+        raise BadRequest(
+            f"the body is not valid {request.headers.get('content-encoding')} data: {exc}",
+            code="bad-compression",
+        ) from None
+    return b"".join(parts)
+
+
+def _too_large(limit: int, what: str) -> str:
+    return (
+        f"{what} is over otel.max_batch_bytes ({limit} bytes); send smaller batches (e.g. the "
+        "batch span processor's max_export_batch_size) or raise the limit on the server"
+    )
+
+
+def _partial_message(decoded: Decoded, result: store.IngestResult, cap: int) -> str:
+    parts = []
+    if decoded.bad_ids:
+        parts.append(
+            f"{decoded.bad_ids} span(s) have an invalid id (a trace id is 16 bytes, a span "
+            "id 8, not all zero; in JSON, hex text)"
+        )
+    if decoded.bad_times:
+        parts.append(f"{decoded.bad_times} span(s) have a start or end time out of range")
+    if result.refused:
+        sessions = ", ".join(result.refused_sessions[:5])
+        parts.append(
+            f"{result.refused} span(s) refused: their session reached otel.max_session_bytes "
+            f"({cap} bytes) and is marked truncated ({sessions})"
+        )
+    return "; ".join(parts)
+
+
+async def otel_traces(call: Call) -> Response:
+    encoding = request_encoding(call.request)
+    agent = await _target_agent(call)
+    if encoding is None:
+        given = call.request.headers.get("content-type") or "none"
+        raise Refusal(
+            415,
+            "unsupported-media-type",
+            f"Content-Type {given!r} is not an OTLP encoding; send application/x-protobuf "
+            "or application/json",
+        )
+    decompressor = _decompressor(call.request)
+    settings = call.settings.otel
+    state = collector(call)
+    try:
+        await asyncio.wait_for(state.slots.acquire(), timeout=SLOT_WAIT_SECONDS)
+    except TimeoutError:
+        raise Refusal(
+            429,
+            "collector-busy",
+            "every ingest slot of this server is busy; retry after the delay",
+            retry_after=RETRY_AFTER_BUSY,
+        ) from None
+    try:
+        body = await read_capped(call.request, settings.max_batch_bytes, decompressor)
+        try:
+            decoded = decode_protobuf(body) if encoding == "protobuf" else decode_json(body)
+        except NotTraces as exc:
+            raise BadRequest(str(exc), code="not-traces") from None
+        result = store.IngestResult()
+        if decoded.spans:
+            received_at = datetime.now(UTC)
+            try:
+                await state.ensure_day(call.db, received_at.date())
+                result = await _store(call, agent.id, decoded, received_at)
+            except DatabaseError:
+                state.days.clear()  # a missing partition is created on the next batch
+                raise
+    finally:
+        state.slots.release()
+    rejected = decoded.refused + result.refused
+    return success_response(
+        encoding, rejected, _partial_message(decoded, result, settings.max_session_bytes)
+    )
+
+
+async def _store(
+    call: Call, agent_id: int, decoded: Decoded, received_at: datetime
+) -> store.IngestResult:
+    settings = call.settings.otel
+    async with call.db.transaction() as conn:
+        mapping = await active_mapping(conn, agent_id)
+        names = session_attribute_names(mapping[1]) if mapping else []
+        result = await store.ingest(
+            conn,
+            agent_id,
+            decoded.spans,
+            session_names=names or store.DEFAULT_SESSION_ATTRIBUTES,
+            max_session_bytes=settings.max_session_bytes,
+            received_at=received_at,
+        )
+        for session_id in result.touched:
+            await defer(
+                conn,
+                SETTLE_TASK,
+                queueing_lock=f"settle:{agent_id}:{session_id}",
+                schedule_in=settings.settle_seconds,
+                agent_id=agent_id,
+                session_id=session_id,
+            )
+    return result
+
+
+async def otel_not_traces(call: Call) -> Response:
+    signal = "metrics" if call.request.url.path.endswith("/metrics") else "logs"
+    raise Refusal(
+        404,
+        "traces-only",
+        f"evalkit's collector takes traces only, not {signal}: point only the traces "
+        f"exporter at it (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=<server>/api/otel/v1/traces) "
+        f"and send {signal} to another backend",
+    )
+
+
+# --------------------------------------------------------------------------- reads
+
+MAX_LIST = 1000
+
+
+def _limit(call: Call) -> int:
+    text = call.request.query_params.get("limit", "100")
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LIST:
+        raise BadRequest(f"limit must be a number from 1 to {MAX_LIST}, not {text!r}")
+    return int(text)
+
+
+async def traces_list_all(call: Call) -> list[wire.TraceSession]:
+    access.require_read(call.actor)
+    limit = _limit(call)
+    async with call.db.connection() as conn:
+        return await store.list_sessions(conn, None, limit)
+
+
+async def _agent(call: Call, conn: Any) -> AgentRow:
+    ws = await get_workspace(conn, call.actor, call.param("workspace"))
+    return await get_agent(conn, ws.id, call.param("agent"))
+
+
+async def traces_list(call: Call) -> list[wire.TraceSession]:
+    access.require_read(call.actor)
+    limit = _limit(call)
+    async with call.db.connection() as conn:
+        agent = await _agent(call, conn)
+        return await store.list_sessions(conn, agent.id, limit)
+
+
+async def traces_show(call: Call) -> wire.TraceSessionDetail:
+    access.require_read(call.actor)
+    session_id = call.param("session")
+    async with call.db.connection() as conn:
+        agent = await _agent(call, conn)
+        row = await store.session_row(conn, agent.id, session_id)
+        if row is None:
+            raise NotFound(
+                f"agent {agent.ref} has no session {session_id!r}; see "
+                f"`evalkit traces list --agent {agent.ref}`",
+                code="no-such-session",
+            )
+        spans = await store.spans_for_session(conn, agent.id, session_id)
+    return wire.TraceSessionDetail(session=store.session_from_row(row), spans=spans)
+
+
+_SESSIONS = "/api/workspaces/{workspace}/agents/{agent}/sessions"
+
+ENDPOINTS = [
+    CollectorEndpoint(
+        "POST",
+        "/api/otel/v1/traces",
+        otel_traces,
+        "OTLP/HTTP trace export (protobuf or JSON, gzip or not): an agent token, or a user "
+        "token with X-Evalkit-Agent: NAME@WORKSPACE (writers of that workspace)",
+        tags=["otel"],
+    ),
+    CollectorEndpoint(
+        "POST",
+        "/api/otel/v1/metrics",
+        otel_not_traces,
+        "Refused: the collector takes traces only",
+        tags=["otel"],
+    ),
+    CollectorEndpoint(
+        "POST",
+        "/api/otel/v1/logs",
+        otel_not_traces,
+        "Refused: the collector takes traces only",
+        tags=["otel"],
+    ),
+    Endpoint(
+        "GET",
+        "/api/traces",
+        traces_list_all,
+        "Trace sessions of every agent, most recently active first (?limit=, default 100)",
+        returns=list[wire.TraceSession],
+        tags=["otel"],
+    ),
+    Endpoint(
+        "GET",
+        _SESSIONS,
+        traces_list,
+        "An agent's trace sessions, most recently active first (?limit=, default 100)",
+        returns=list[wire.TraceSession],
+        tags=["otel"],
+    ),
+    Endpoint(
+        "GET",
+        _SESSIONS + "/{session}",
+        traces_show,
+        "One trace session with its spans as received, by start time",
+        returns=wire.TraceSessionDetail,
+        tags=["otel"],
+    ),
+]

@@ -1,0 +1,53 @@
+"""Wire objects of agent tokens and stored traces (sessions and their spans)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from evalkit.model.api import Input, Output
+from evalkit.otel.model import Span
+
+
+class AgentTokenCreate(Input):
+    note: str | None = None
+    """Free text to tell tokens apart later (where it is deployed, who holds it)."""
+
+
+class AgentToken(Output):
+    id: int
+    agent: str
+    workspace: str
+    hint: str
+    """The token's first characters; the token itself is never shown again."""
+    note: str | None
+    created_at: datetime
+    created_by: str | None
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class AgentTokenCreated(Output):
+    token: str
+    """Send as ``Authorization: Bearer <token>`` to the collector; shown once."""
+    info: AgentToken
+
+
+class TraceSession(Output):
+    agent: str
+    workspace: str
+    session_id: str
+    run_id: int | None
+    span_count: int
+    bytes: int
+    rejected_spans: int
+    truncated: bool
+    """Spans were refused because the session reached ``otel.max_session_bytes``."""
+    first_span_at: datetime | None
+    last_span_at: datetime | None
+    first_received_at: datetime
+    last_received_at: datetime
+
+
+class TraceSessionDetail(Output):
+    session: TraceSession
+    spans: list[Span]

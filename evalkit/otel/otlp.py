@@ -1,0 +1,314 @@
+"""OTLP trace requests (protobuf or JSON) decoded into spans ready to store.
+
+The decoder keeps what the sender said: attributes, events, links, the resource and the
+scope, as JSON text (OTLP ``AnyValue`` becomes str, bool, int, float, list or dict; bytes
+become base64 text). It refuses a body that is not a trace export, and names what it is
+when it is a logs or metrics export sent to the traces URL.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from evalkit.otel.model import Span, SpanEvent
+
+INT64_MAX = 2**63 - 1
+ZERO_TRACE = bytes(16)
+ZERO_SPAN = bytes(8)
+SPAN_OVERHEAD = 64
+"""Bytes a span counts for beyond its JSON body and name (ids, times, row header)."""
+
+_encode = msgspec.json.Encoder().encode
+
+
+class NotTraces(ValueError):
+    """The body is not an OTLP trace export; the message says what it is instead."""
+
+
+@dataclass(slots=True)
+class Incoming:
+    """One decoded span, with its stored JSON body already encoded."""
+
+    trace_id: bytes
+    span_id: bytes
+    parent_span_id: bytes | None
+    name: str
+    kind: int
+    start_ns: int
+    end_ns: int
+    status_code: int
+    status_message: str | None
+    body: bytes
+    attributes: dict[str, Any]
+    resource: dict[str, Any]
+
+    @property
+    def size(self) -> int:
+        return len(self.body) + len(self.name) + SPAN_OVERHEAD
+
+    def lookup(self) -> Span:
+        """A Span with just what :func:`evalkit.otel.model.session_id_of` reads."""
+        return Span(
+            trace_id="",
+            span_id="",
+            name=self.name,
+            start_ns=self.start_ns,
+            end_ns=self.end_ns,
+            attributes=self.attributes,
+            resource=self.resource,
+        )
+
+
+@dataclass(slots=True)
+class Decoded:
+    spans: list[Incoming] = field(default_factory=list)
+    bad_ids: int = 0
+    """Spans refused for a trace id that is not 16 bytes, a span id not 8, or all zeros."""
+    bad_times: int = 0
+    """Spans refused for a start or end time past what a signed 64-bit integer holds."""
+
+    @property
+    def refused(self) -> int:
+        return self.bad_ids + self.bad_times
+
+
+# --------------------------------------------------------------------------- values
+
+
+def any_value(v: Any) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "int_value":
+        return v.int_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "double_value":
+        return v.double_value
+    if kind == "array_value":
+        return [any_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode()
+    return None
+
+
+def attributes(kvs: Any) -> dict[str, Any]:
+    return {kv.key: any_value(kv.value) for kv in kvs}
+
+
+def _text(value: str) -> str:
+    """PostgreSQL text holds no NUL character; U+FFFD stands in for one."""
+    return value.replace("\x00", "\ufffd") if "\x00" in value else value
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def decode_protobuf(body: bytes) -> Decoded:
+    try:
+        request = ExportTraceServiceRequest.FromString(body)
+    except DecodeError as exc:
+        raise NotTraces(
+            f"the body is not a protobuf OTLP trace export (ExportTraceServiceRequest): {exc}"
+        ) from None
+    decoded = spans_of(request)
+    if decoded.bad_ids and not decoded.spans:
+        _refuse_other_signals(body)
+    return decoded
+
+
+def _refuse_other_signals(body: bytes) -> None:
+    """Protobuf decodes a logs or metrics export as a trace export whose spans have no valid
+    ids (the field numbers overlap); tell the sender what they sent instead."""
+    try:
+        metrics = ExportMetricsServiceRequest.FromString(body)
+    except DecodeError:
+        metrics = None
+    if metrics is not None and any(
+        m.name and m.WhichOneof("data")
+        for rm in metrics.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    ):
+        raise NotTraces(_other_signal("metrics", "ExportMetricsServiceRequest"))
+    try:
+        logs = ExportLogsServiceRequest.FromString(body)
+    except DecodeError:
+        logs = None
+    if logs is not None and any(
+        (r.time_unix_nano or r.observed_time_unix_nano)
+        and (r.severity_number or r.severity_text or r.HasField("body"))
+        for rl in logs.resource_logs
+        for sl in rl.scope_logs
+        for r in sl.log_records
+    ):
+        raise NotTraces(_other_signal("logs", "ExportLogsServiceRequest"))
+
+
+def _other_signal(signal: str, message: str) -> str:
+    return (
+        f"this is an OTLP {signal} export ({message}), sent to the traces URL; evalkit's "
+        f"collector takes traces only: point only the traces exporter at it "
+        f"(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), not the {signal} one"
+    )
+
+
+_ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+
+
+def _hex_ids_to_base64(span: dict[str, Any]) -> None:
+    """OTLP/JSON writes ids as hex; protobuf's JSON parser reads bytes as base64 (and would
+    silently turn a hex id into a wrong one). An id that is not hex becomes empty, so the
+    span is refused for a bad id instead of the whole request."""
+    for key in _ID_KEYS:
+        value = span.get(key)
+        if isinstance(value, str):
+            try:
+                span[key] = base64.b64encode(bytes.fromhex(value)).decode()
+            except ValueError:
+                span[key] = ""
+
+
+def decode_json(body: bytes) -> Decoded:
+    try:
+        data = msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        raise NotTraces(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise NotTraces(
+            "the body is not an OTLP trace export: expected a JSON object with resourceSpans"
+        )
+    for key, signal, message in (
+        ("resourceLogs", "logs", "ExportLogsServiceRequest"),
+        ("resource_logs", "logs", "ExportLogsServiceRequest"),
+        ("resourceMetrics", "metrics", "ExportMetricsServiceRequest"),
+        ("resource_metrics", "metrics", "ExportMetricsServiceRequest"),
+    ):
+        if key in data:
+            raise NotTraces(_other_signal(signal, message))
+    if data and "resourceSpans" not in data and "resource_spans" not in data:
+        keys = ", ".join(sorted(data)[:5])
+        raise NotTraces(
+            f"the body is not an OTLP trace export: no resourceSpans key (found: {keys})"
+        )
+    try:
+        for rs in data.get("resourceSpans") or data.get("resource_spans") or []:
+            for ss in rs.get("scopeSpans") or rs.get("scope_spans") or []:
+                for span in ss.get("spans") or []:
+                    _hex_ids_to_base64(span)
+                    for link in span.get("links") or []:
+                        _hex_ids_to_base64(link)
+        request = json_format.ParseDict(
+            data, ExportTraceServiceRequest(), ignore_unknown_fields=True
+        )
+    except (json_format.ParseError, AttributeError, TypeError) as exc:
+        raise NotTraces(f"the body is not a valid OTLP/JSON trace export: {exc}") from None
+    return spans_of(request)
+
+
+def _hex(value: bytes) -> str:
+    return binascii.hexlify(value).decode()
+
+
+def spans_of(request: ExportTraceServiceRequest) -> Decoded:
+    decoded = Decoded()
+    out = decoded.spans
+    for rs in request.resource_spans:
+        resource = attributes(rs.resource.attributes)
+        head = b'{"resource":' + _encode(resource)
+        for ss in rs.scope_spans:
+            scope = ss.scope.name or None
+            scope_json = b',"scope":' + _encode(scope)
+            for sp in ss.spans:
+                trace_id, span_id = sp.trace_id, sp.span_id
+                parent = sp.parent_span_id or None
+                if (
+                    len(trace_id) != 16
+                    or len(span_id) != 8
+                    or trace_id == ZERO_TRACE
+                    or span_id == ZERO_SPAN
+                    or (parent is not None and len(parent) != 8)
+                ):
+                    decoded.bad_ids += 1
+                    continue
+                start, end = sp.start_time_unix_nano, sp.end_time_unix_nano
+                if start > INT64_MAX or end > INT64_MAX:
+                    decoded.bad_times += 1
+                    continue
+                attrs = attributes(sp.attributes)
+                body = head + scope_json + b',"attributes":' + _encode(attrs)
+                if sp.events:
+                    events = [
+                        {
+                            "name": e.name,
+                            "time_ns": e.time_unix_nano,
+                            "attributes": attributes(e.attributes),
+                        }
+                        for e in sp.events
+                    ]
+                    body += b',"events":' + _encode(events)
+                if sp.links:
+                    links = [
+                        {
+                            "trace_id": _hex(link.trace_id),
+                            "span_id": _hex(link.span_id),
+                            "attributes": attributes(link.attributes),
+                        }
+                        for link in sp.links
+                    ]
+                    body += b',"links":' + _encode(links)
+                status = sp.status
+                out.append(
+                    Incoming(
+                        trace_id=trace_id,
+                        span_id=span_id,
+                        parent_span_id=parent if parent != ZERO_SPAN else None,
+                        name=_text(sp.name),
+                        kind=sp.kind,
+                        start_ns=start,
+                        end_ns=end,
+                        status_code=status.code,
+                        status_message=_text(status.message) if status.message else None,
+                        body=body + b"}",
+                        attributes=attrs,
+                        resource=resource,
+                    )
+                )
+    return decoded
+
+
+def span_from_row(row: dict[str, Any]) -> Span:
+    """A stored span (a row of ``spans``) as the shared :class:`Span` contract."""
+    body = row["body"]
+    if isinstance(body, (bytes, str)):
+        body = msgspec.json.decode(body)
+    parent = row["parent_span_id"]
+    return Span(
+        trace_id=_hex(row["trace_id"]),
+        span_id=_hex(row["span_id"]),
+        parent_span_id=_hex(parent) if parent else None,
+        name=row["name"],
+        kind=row["kind"],
+        start_ns=row["start_ns"],
+        end_ns=row["end_ns"],
+        attributes=body.get("attributes") or {},
+        events=msgspec.convert(body.get("events") or [], list[SpanEvent]),
+        status_code=row["status_code"],
+        status_message=row["status_message"],
+        resource=body.get("resource") or {},
+        scope=body.get("scope"),
+    )

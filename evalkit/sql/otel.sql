@@ -1,0 +1,143 @@
+-- Spans, span keys, sessions and the trace -> session map (the OTLP collector's tables).
+-- Arrays come in as parallel unnest() arguments: one statement per batch, not per span.
+
+-- name: span_partition_create :one
+-- Create the spans partition of one UTC day if it is missing.
+SELECT evalkit_spans_partition_create(%(day)s::date) AS created;
+
+-- name: span_partition_drop_before :many
+-- Drop the spans partitions of days before the cutoff; their names.
+SELECT evalkit_spans_partition_drop_before(%(cutoff)s::date) AS dropped;
+
+-- name: span_partition_list :many
+-- The spans partitions that exist, oldest first.
+SELECT c.relname AS name
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'spans'::regclass
+ORDER BY c.relname;
+
+-- name: span_key_insert_many :many
+-- Claim the keys of a batch's spans; returns only the keys that were new (not a retry).
+INSERT INTO span_keys (agent_id, trace_id, span_id, received_at)
+SELECT %(agent_id)s, k.trace_id, k.span_id, %(received_at)s
+FROM unnest(%(trace_ids)s::bytea[], %(span_ids)s::bytea[]) AS k (trace_id, span_id)
+ORDER BY k.trace_id, k.span_id
+ON CONFLICT DO NOTHING
+RETURNING trace_id, span_id;
+
+-- name: span_key_delete_many :exec
+-- Give back the keys of spans that were refused after all (over the session's size cap).
+DELETE FROM span_keys k
+USING unnest(%(trace_ids)s::bytea[], %(span_ids)s::bytea[]) AS d (trace_id, span_id)
+WHERE k.agent_id = %(agent_id)s AND k.trace_id = d.trace_id AND k.span_id = d.span_id;
+
+-- name: span_copy :exec
+-- Binary COPY of a batch's new spans (routed to the partition of received_at).
+COPY spans (received_at, agent_id, trace_id, span_id, parent_span_id, name, kind, start_ns,
+            end_ns, status_code, status_message, body, size)
+FROM STDIN (FORMAT BINARY);
+
+-- name: span_key_delete_before :exec
+-- Forget the keys of spans whose partition was dropped.
+DELETE FROM span_keys WHERE received_at < %(cutoff)s;
+
+-- name: span_list_for_session :many
+-- Every stored span of a session (the spans of its traces), by start time then span id.
+SELECT s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.start_ns, s.end_ns,
+       s.status_code, s.status_message, s.body
+FROM trace_sessions t
+JOIN spans s ON s.agent_id = t.agent_id AND s.trace_id = t.trace_id
+WHERE t.agent_id = %(agent_id)s AND t.session_id = %(session_id)s
+ORDER BY s.start_ns, s.span_id;
+
+-- name: trace_session_insert_missing :exec
+-- Make sure each trace of a batch has its row (session unknown until its root arrives).
+INSERT INTO trace_sessions (agent_id, trace_id)
+SELECT %(agent_id)s, t FROM unnest(%(trace_ids)s::bytea[]) AS t ORDER BY t
+ON CONFLICT DO NOTHING;
+
+-- name: trace_session_lock_many :many
+-- Lock a batch's trace rows, in key order (so concurrent batches never deadlock).
+SELECT trace_id, session_id, pending_spans, pending_bytes, first_span_at, last_span_at
+FROM trace_sessions
+WHERE agent_id = %(agent_id)s AND trace_id = ANY(%(trace_ids)s::bytea[])
+ORDER BY trace_id
+FOR UPDATE;
+
+-- name: trace_session_update_many :exec
+-- Write back a batch's traces: their session (once known) and what is still pending.
+UPDATE trace_sessions t
+SET session_id = u.session_id,
+    pending_spans = u.pending_spans,
+    pending_bytes = u.pending_bytes,
+    first_span_at = u.first_span_at,
+    last_span_at = u.last_span_at,
+    last_received_at = %(received_at)s
+FROM unnest(
+    %(trace_ids)s::bytea[], %(session_ids)s::text[], %(pending_spans)s::integer[],
+    %(pending_bytes)s::bigint[], %(first_span_at)s::timestamptz[], %(last_span_at)s::timestamptz[]
+) AS u (trace_id, session_id, pending_spans, pending_bytes, first_span_at, last_span_at)
+WHERE t.agent_id = %(agent_id)s AND t.trace_id = u.trace_id;
+
+-- name: trace_session_delete_before :exec
+-- Forget traces that received nothing since the cutoff (their spans are gone).
+DELETE FROM trace_sessions WHERE last_received_at < %(cutoff)s;
+
+-- name: session_insert_missing :exec
+-- Make sure each session a batch touches has its row.
+INSERT INTO sessions (agent_id, session_id)
+SELECT %(agent_id)s, s FROM unnest(%(session_ids)s::text[]) AS s ORDER BY s
+ON CONFLICT DO NOTHING;
+
+-- name: session_lock_many :many
+-- Lock the sessions a batch touches, in key order, with their size so far.
+SELECT session_id, bytes, truncated
+FROM sessions
+WHERE agent_id = %(agent_id)s AND session_id = ANY(%(session_ids)s::text[])
+ORDER BY session_id
+FOR UPDATE;
+
+-- name: session_update_many :exec
+-- Add a batch's accepted (and refused) spans to their sessions.
+UPDATE sessions s
+SET span_count = s.span_count + u.spans,
+    bytes = s.bytes + u.bytes,
+    rejected_spans = s.rejected_spans + u.rejected,
+    truncated = s.truncated OR u.truncated,
+    first_span_at = CASE
+        WHEN s.first_span_at IS NULL THEN u.first_span_at
+        WHEN u.first_span_at IS NULL THEN s.first_span_at
+        ELSE least(s.first_span_at, u.first_span_at) END,
+    last_span_at = CASE
+        WHEN s.last_span_at IS NULL THEN u.last_span_at
+        WHEN u.last_span_at IS NULL THEN s.last_span_at
+        ELSE greatest(s.last_span_at, u.last_span_at) END,
+    last_received_at = %(received_at)s
+FROM unnest(
+    %(session_ids)s::text[], %(spans)s::integer[], %(bytes)s::bigint[],
+    %(rejected)s::integer[], %(truncated)s::boolean[],
+    %(first_span_at)s::timestamptz[], %(last_span_at)s::timestamptz[]
+) AS u (session_id, spans, bytes, rejected, truncated, first_span_at, last_span_at)
+WHERE s.agent_id = %(agent_id)s AND s.session_id = u.session_id;
+
+-- name: session_get :one
+-- One session with its agent's name and workspace.
+SELECT s.*, a.name AS agent, w.name AS workspace
+FROM sessions s
+JOIN agents a ON a.id = s.agent_id
+JOIN workspaces w ON w.id = a.workspace_id
+WHERE s.agent_id = %(agent_id)s AND s.session_id = %(session_id)s;
+
+-- name: session_list :many
+-- Sessions, most recently active first; of one agent when agent_id is given.
+SELECT s.*, a.name AS agent, w.name AS workspace
+FROM sessions s
+JOIN agents a ON a.id = s.agent_id
+JOIN workspaces w ON w.id = a.workspace_id
+WHERE (%(agent_id)s::bigint IS NULL OR s.agent_id = %(agent_id)s)
+ORDER BY s.last_received_at DESC, s.session_id
+LIMIT %(limit)s;
+
+-- name: session_delete_before :exec
+-- Forget sessions that received nothing since the cutoff (their spans are gone).
+DELETE FROM sessions WHERE last_received_at < %(cutoff)s;

@@ -1,0 +1,218 @@
+"""The collector with the real OpenTelemetry SDK and OTLP/HTTP exporter: spans land once,
+as received, in the session of their trace's root span."""
+
+from __future__ import annotations
+
+import gzip
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from evalkit.db import Database
+from evalkit.store.otel import session_row, spans_for_session
+from tests.integration.otel_helpers import (
+    TRACES,
+    agent_session,
+    api,
+    exporter,
+    json_body,
+    make_agent,
+    mint,
+    protobuf_body,
+    recorder,
+    sessions,
+    settle_jobs,
+    stored_spans,
+)
+
+
+@pytest.fixture
+def agent_token(server, admin_token):
+    make_agent(server, admin_token, "admin")
+    return mint(server, admin_token, "admin")
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "gzip"])
+def test_sdk_export_lands_once_with_a_retry(server, agent_token, compressed):
+    with recorder() as (tracer, memory):
+        agent_session(tracer, "s1")
+        agent_session(tracer, "s2", "What is 6 * 7?")
+        spans = memory.get_finished_spans()
+    export = exporter(server, agent_token, gzip=compressed)
+    assert export.export(spans) == SpanExportResult.SUCCESS
+    assert export.export(spans) == SpanExportResult.SUCCESS  # a retried export
+    stored = stored_spans(server)
+    assert len(stored) == 6
+    assert sorted(s[1] for s in stored) == sorted(f"{s.context.span_id:016x}" for s in spans)
+    assert {k: v["spans"] for k, v in sessions(server).items()} == {"s1": 3, "s2": 3}
+    jobs = settle_jobs(server)
+    assert sorted(j["lock"] for j in jobs) == ["settle:1:s1", "settle:1:s2"]
+    assert all(j["later"] for j in jobs)
+
+
+async def test_spans_read_back_as_received(server, agent_token):
+    with recorder() as (tracer, memory):
+        agent_session(tracer, "s1")
+        spans = memory.get_finished_spans()
+    assert exporter(server, agent_token).export(spans) == SpanExportResult.SUCCESS
+    db = Database(server.db_url)
+    await db.open()
+    try:
+        async with db.connection() as conn:
+            read = await spans_for_session(conn, 1, "s1")
+            row = await session_row(conn, 1, "s1")
+    finally:
+        await db.close()
+    assert row is not None and row["span_count"] == 3 and not row["truncated"]
+    by_name = {s.name: s for s in read}
+    assert [s.name for s in read] == ["agent", "llm", "calculator"]
+    sent = {s.name: s for s in spans}
+    for name, span in by_name.items():
+        original = sent[name]
+        assert span.trace_id == f"{original.context.trace_id:032x}"
+        assert span.span_id == f"{original.context.span_id:016x}"
+        assert span.start_ns == original.start_time and span.end_ns == original.end_time
+        assert span.attributes == {
+            k: list(v) if isinstance(v, tuple) else v for k, v in original.attributes.items()
+        }
+        assert span.resource["service.name"] == "test-agent"
+        assert span.scope == "evalkit-tests"
+    assert by_name["agent"].parent_span_id is None
+    assert by_name["llm"].parent_span_id == by_name["agent"].span_id
+    assert by_name["llm"].kind == 1  # INTERNAL
+    event = by_name["llm"].events[0]
+    assert (event.name, event.attributes) == ("thinking", {"text": "add the numbers", "step": 1})
+    assert by_name["calculator"].attributes["tool.parameters"] == ["2", "3"]
+
+
+def test_json_export_with_hex_ids(server, agent_token):
+    with recorder() as (tracer, memory):
+        agent_session(tracer, "s1")
+        spans = memory.get_finished_spans()
+    body = json_body(spans)
+    r = api(server, agent_token, "POST", TRACES, json=body)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json"
+    assert r.json() == {}
+    stored = stored_spans(server)
+    assert sorted(s[0] for s in stored) == [f"{spans[0].context.trace_id:032x}"] * 3
+    # the same again, gzipped and chunked (no Content-Length): stored once
+    raw = gzip.compress(httpx.Request("POST", "/", json=body).content)
+    r = api(
+        server,
+        agent_token,
+        "POST",
+        TRACES,
+        content=iter([raw[:50], raw[50:]]),
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+    )
+    assert r.status_code == 200, r.text
+    assert "content-length" not in r.request.headers
+    assert len(stored_spans(server)) == 3
+
+
+def test_protobuf_body_chunked_without_length(server, agent_token):
+    with recorder() as (tracer, memory):
+        agent_session(tracer, "s1")
+        body = protobuf_body(memory.get_finished_spans())
+    r = api(
+        server,
+        agent_token,
+        "POST",
+        TRACES,
+        content=iter([body[:100], body[100:]]),
+        headers={"Content-Type": "application/x-protobuf"},
+    )
+    assert r.status_code == 200 and r.content == b""
+    assert r.headers["content-type"] == "application/x-protobuf"
+    assert len(stored_spans(server)) == 3
+
+
+def test_children_before_the_root_join_its_session(server, agent_token):
+    with recorder() as (tracer, memory):
+        agent_session(tracer, "late-root")
+        spans = memory.get_finished_spans()
+    root = [s for s in spans if s.parent is None]
+    children = [s for s in spans if s.parent is not None]
+    export = exporter(server, agent_token)
+    assert export.export(children) == SpanExportResult.SUCCESS
+    assert len(stored_spans(server)) == 2
+    assert sessions(server) == {}  # held under their trace until the root comes
+    assert settle_jobs(server) == []
+    assert export.export(root) == SpanExportResult.SUCCESS
+    assert sessions(server)["late-root"]["spans"] == 3
+    assert [j["lock"] for j in settle_jobs(server)] == ["settle:1:late-root"]
+
+
+def test_children_follow_the_root_not_their_own_attribute(server, agent_token):
+    with recorder() as (tracer, memory):
+        with (
+            tracer.start_as_current_span("agent", attributes={"session.id": "outer"}),
+            tracer.start_as_current_span("child", attributes={"session.id": "other"}),
+        ):
+            pass
+        spans = memory.get_finished_spans()
+    assert exporter(server, agent_token).export(spans) == SpanExportResult.SUCCESS
+    assert {k: v["spans"] for k, v in sessions(server).items()} == {"outer": 2}
+
+
+def test_a_trace_without_session_attribute_is_its_own_session(server, agent_token):
+    with recorder() as (tracer, memory):
+        with tracer.start_as_current_span("plain"):
+            pass
+        spans = memory.get_finished_spans()
+    assert exporter(server, agent_token).export(spans) == SpanExportResult.SUCCESS
+    assert list(sessions(server)) == [f"{spans[0].context.trace_id:032x}"]
+
+
+def test_user_token_with_agent_header(server, admin_token):
+    make_agent(server, admin_token, "admin")
+    with recorder() as (tracer, memory):
+        agent_session(tracer, "s1")
+        spans = memory.get_finished_spans()
+    export = exporter(server, admin_token, headers={"X-Evalkit-Agent": "bot@admin"})
+    assert export.export(spans) == SpanExportResult.SUCCESS
+    assert len(stored_spans(server)) == 3
+
+
+def test_session_over_its_cap_is_truncated(database_url, tmp_path):
+    from tests.conftest import ADMIN_PASSWORD, start_server
+
+    def small(settings):
+        settings.otel.max_session_bytes = 2500
+
+    server = start_server(database_url, tmp_path, configure=small)
+    try:
+        token = httpx.post(
+            f"{server.url}/api/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}
+        ).json()["token"]
+        make_agent(server, token, "admin")
+        agent = mint(server, token, "admin")
+        with recorder() as (tracer, memory):
+            for _ in range(4):
+                agent_session(tracer, "big")
+            spans = memory.get_finished_spans()
+        r = api(
+            server,
+            agent,
+            "POST",
+            TRACES,
+            content=protobuf_body(spans),
+            headers={"Content-Type": "application/x-protobuf"},
+        )
+        assert r.status_code == 200
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceResponse,
+        )
+
+        answer = ExportTraceServiceResponse.FromString(r.content)
+        stored = len(stored_spans(server))
+        assert 0 < stored < 12
+        assert answer.partial_success.rejected_spans == 12 - stored
+        assert "otel.max_session_bytes (2500 bytes)" in answer.partial_success.error_message
+        assert "big" in answer.partial_success.error_message
+        row = sessions(server)["big"]
+        assert row["truncated"] and row["rejected"] == 12 - stored and row["bytes"] <= 2500
+    finally:
+        server.stop()
