@@ -20,7 +20,12 @@ from procrastinate.exceptions import AlreadyEnqueued
 
 from evalkit.db import Conn
 
-TASK_MODULES = ["evalkit.jobs.maintenance", "evalkit.jobs.runs", "evalkit.jobs.settle"]
+TASK_MODULES = [
+    "evalkit.jobs.maintenance",
+    "evalkit.jobs.runs",
+    "evalkit.jobs.settle",
+    "evalkit.jobs.otel",
+]
 
 app = procrastinate.App(
     connector=procrastinate.PsycopgConnector(),

@@ -18,7 +18,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-MAPPING = {"session_id": "session.id"}
+from evalkit.otel.mapping import load_starter
+
+MAPPING = load_starter("openinference")
+"""The shipped OpenInference starter: its session id is the ``session.id`` attribute."""
 TRACES = "/api/otel/v1/traces"
 
 
