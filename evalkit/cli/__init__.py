@@ -18,6 +18,7 @@ def register() -> None:
         contracts,
         datasets,
         harness,
+        mappings,
         runs,
         server,
         sync,

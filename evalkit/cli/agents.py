@@ -62,8 +62,9 @@ MappingFile = Annotated[
     Path | None,
     Parameter(
         help="A JSON file with the span mapping (where the session id, answer and messages "
-        "live in the spans). Required with --trajectory-source otel; each new one becomes the "
-        "next active version."
+        "live in the spans; `evalkit agents mapping starter openinference|genai` prints a "
+        "starting point). Required with --trajectory-source otel; each new one becomes the "
+        "next active version (`evalkit agents mapping set` adds a draft instead)."
     ),
 ]
 ProvidesOpt = Annotated[
@@ -107,24 +108,26 @@ def _read_key(var: str) -> str:
     return value
 
 
-def _read_mapping(path: Path) -> dict[str, Any]:
+def _read_mapping(path: Path, label: str = "--mapping") -> dict[str, Any]:
+    """A span mapping file as a JSON object; ``label`` names the flag it came from."""
+    where = f"{label} {path}" if label else str(path)
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise CliError(f"--mapping {path}: no such file", exit_code=2) from None
+        raise CliError(f"{where}: no such file", exit_code=2) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"--mapping {path}: cannot read it ({exc})", exit_code=2) from None
+        raise CliError(f"{where}: cannot read it ({exc})", exit_code=2) from None
     try:
         mapping = jsonlib.loads(text)
     except jsonlib.JSONDecodeError as exc:
         raise CliError(
-            f"--mapping {path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+            f"{where}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
             exit_code=2,
         ) from None
     if not isinstance(mapping, dict):
         kind = "a list" if isinstance(mapping, list) else f"a {type(mapping).__name__}"
         raise CliError(
-            f"--mapping {path}: line 1: the span mapping must be a JSON object, not {kind}",
+            f"{where}: line 1: the span mapping must be a JSON object, not {kind}",
             exit_code=2,
         )
     return mapping

@@ -102,3 +102,34 @@ RETURNING version;
 -- name: span_mapping_get_active :one
 -- An agent's active span mapping: its version and body.
 SELECT version, body FROM span_mappings WHERE agent_id = %(agent_id)s AND state = 'active';
+
+-- name: span_mapping_insert_draft :one
+-- Add an agent's next span mapping version as a draft.
+INSERT INTO span_mappings (agent_id, version, state, body, created_by)
+SELECT %(agent_id)s, coalesce(max(version), 0) + 1, 'draft', %(body)s::jsonb, %(actor_id)s
+FROM span_mappings WHERE agent_id = %(agent_id)s
+RETURNING version;
+
+-- name: span_mapping_list :many
+-- Every span mapping version of an agent, newest first, with who made it.
+SELECT m.version, m.state, m.body, m.created_at, u.username AS created_by
+FROM span_mappings m
+LEFT JOIN users u ON u.id = m.created_by
+WHERE m.agent_id = %(agent_id)s
+ORDER BY m.version DESC;
+
+-- name: span_mapping_get :one
+-- One span mapping version of an agent: a number, or null for the active one.
+SELECT m.version, m.state, m.body, m.created_at, u.username AS created_by
+FROM span_mappings m
+LEFT JOIN users u ON u.id = m.created_by
+WHERE m.agent_id = %(agent_id)s
+  AND CASE WHEN %(version)s::integer IS NULL THEN m.state = 'active'
+           ELSE m.version = %(version)s::integer END;
+
+-- name: span_mapping_activate :one
+-- Make one version of an agent's span mapping the active one (the caller retired the
+-- previous one first); returns nothing when the agent has no such version.
+UPDATE span_mappings SET state = 'active'
+WHERE agent_id = %(agent_id)s AND version = %(version)s
+RETURNING version;

@@ -24,6 +24,7 @@ from evalkit.errors import BadRequest, Conflict, NotFound
 from evalkit.model import agents as wire
 from evalkit.model.harness import PROVIDES
 from evalkit.model.names import check_name
+from evalkit.otel.mapping import validate_mapping
 from evalkit.store.workspaces import WorkspaceRow
 
 _json = msgspec.json.Encoder()
@@ -31,6 +32,7 @@ _json = msgspec.json.Encoder()
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_URL_LENGTH = 2048
 MAX_API_KEY_LENGTH = 8192
+MAX_MAPPING_ERRORS_SHOWN = 20
 
 
 def key_context(agent_id: int) -> str:
@@ -229,13 +231,20 @@ def _check_env_name(name: str) -> None:
         )
 
 
-def _check_mapping(mapping: dict[str, Any]) -> None:
-    if not mapping:
-        raise BadRequest(
-            "the span mapping is an empty object; it must say where the session id, answer "
-            "and messages live in the spans",
-            code="bad-mapping",
-        )
+def check_mapping(mapping: dict[str, Any]) -> None:
+    """Refuse a span mapping that breaks a rule of the format, naming every problem."""
+    errors = validate_mapping(mapping)
+    if not errors:
+        return
+    shown = "; ".join(str(e) for e in errors[:MAX_MAPPING_ERRORS_SHOWN])
+    more = len(errors) - MAX_MAPPING_ERRORS_SHOWN
+    tail = f"; and {more} more" if more > 0 else ""
+    count = f"{len(errors)} problem{'s' if len(errors) != 1 else ''}"
+    raise BadRequest(
+        f"the span mapping has {count}: {shown}{tail} (the format: docs/tracing.md; a "
+        "starting point: `evalkit agents mapping starter openinference|genai`)",
+        code="bad-mapping",
+    )
 
 
 def _check_provides(provides: dict[str, bool]) -> None:
@@ -320,7 +329,7 @@ async def create_agent(
     if body.api_key is not None:
         _check_api_key(body.api_key)
     if body.mapping is not None:
-        _check_mapping(body.mapping)
+        check_mapping(body.mapping)
     elif body.harness_url is None and body.trajectory_source is None:
         raise BadRequest(
             "a code-driven agent (no harness_url) takes its trajectories from its traces, "
@@ -386,7 +395,7 @@ async def edit_agent(
         settings.api_key_env = None
     has_key = new_key is not None or (current.has_api_key and not drop_key)
     if isinstance(edit.mapping, dict):
-        _check_mapping(edit.mapping)
+        check_mapping(edit.mapping)
     has_mapping = isinstance(edit.mapping, dict) or current.mapping_version is not None
     _check_settings(settings, has_key=has_key, has_mapping=has_mapping)
 

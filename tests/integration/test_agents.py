@@ -11,6 +11,7 @@ import pytest
 
 from evalkit.auth.secrets import SecretBox
 from evalkit.db import Database
+from evalkit.otel.mapping import load_starter
 from evalkit.store.agents import agent_api_key, get_agent, get_agent_by_id, key_context
 from tests.conftest import start_server
 from tests.integration.datasets_helpers import add_user, login
@@ -34,7 +35,7 @@ def write_mapping(path: Path, body: object) -> Path:
     return path
 
 
-MAPPING = {"session_id": "attributes.session.id", "answer": "attributes.output.value"}
+MAPPING = load_starter("openinference")
 
 
 def api(server, token: str, method: str, path: str, **kw) -> httpx.Response:
@@ -158,7 +159,7 @@ def test_code_driven_agent_and_mapping_versions(as_admin, server, tmp_path):
     assert agent["mapping_version"] == 1 and agent["has_api_key"] is False
     assert mapping_states(server, "traced") == [(1, "active")]
 
-    second = write_mapping(tmp_path / "v2.json", {**MAPPING, "messages": "attributes.llm"})
+    second = write_mapping(tmp_path / "v2.json", {**MAPPING, "answer": [{"span": "last_llm"}]})
     edited = cli("agents", "edit", "traced@admin", "--mapping", str(second))
     assert edited.code == 0, edited.err
     assert "span mapping v2 active (v1 retired)" in edited.out

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from evalkit.edge.routes import ENDPOINTS
+from evalkit.otel.mapping import load_starter
 from tests.conftest import ADMIN_PASSWORD, start_server
 
 
@@ -74,6 +75,7 @@ PARAMS = {
     "agent": "bot",
     "experiment": "1",
     "run": "1",
+    "version": "1",
 }
 # Non-admin writes of datasets and cases; their rules are tested in test_datasets_*.py.
 DATASET_WRITES = {
@@ -94,6 +96,9 @@ AGENT_WRITES = {
     ("PATCH", "/api/workspaces/{workspace}/agents/{agent}"),
     ("DELETE", "/api/workspaces/{workspace}/agents/{agent}"),
     ("POST", "/api/workspaces/{workspace}/agents/{agent}/check"),
+    # span mapping versions; their rules are tested in test_mappings.py
+    ("POST", "/api/workspaces/{workspace}/agents/{agent}/mappings"),
+    ("POST", "/api/workspaces/{workspace}/agents/{agent}/mappings/{version}/activate"),
 }
 # Starting and driving experiments; their rules are tested in test_runs_*.py.
 EXPERIMENT_WRITES = {
@@ -169,6 +174,11 @@ def user_token(server, admin_token):
         f"{server.url}/api/workspaces/dev/agents",
         headers=auth,
         json={"name": "bot", "harness_url": "http://203.0.113.10:8700"},
+    ).raise_for_status()
+    httpx.post(
+        f"{server.url}/api/workspaces/dev/agents/bot/mappings",
+        headers=auth,
+        json={"mapping": load_starter("openinference")},
     ).raise_for_status()
     alice = login(server, "alice", "alice-pass")
     as_alice = {"Authorization": f"Bearer {alice}"}

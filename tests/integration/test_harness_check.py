@@ -3,6 +3,7 @@ directly, through the server (shared agents) and from the CLI (personal agents).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from evalkit.harness.check import CHECK_FILE_BYTES, CHECK_FILE_SHA256, check_har
 from evalkit.harness.client import HarnessClient
 from evalkit.harness.reference import Behaviour, ReferenceHarness
 from evalkit.model.harness_check import CheckReport
+from evalkit.otel.mapping import load_starter
 from tests.conftest import start_server
 from tests.integration.datasets_helpers import add_user, admin_api, login
 
@@ -225,7 +227,7 @@ def test_personal_agents_are_checked_by_their_owner_cli(server, cli):
 def test_code_driven_agents_have_no_harness_to_check(server, cli, tmp_path):
     login(cli, server)
     mapping = tmp_path / "mapping.json"
-    mapping.write_text('{"session_id": "attributes.session.id"}')
+    mapping.write_text(json.dumps(load_starter("openinference")))
     assert cli("agents", "create", "traced", "--mapping", str(mapping)).code == 0
     result = cli("harness", "check", "traced")
     assert result.code == 1 and "no harness" in result.err

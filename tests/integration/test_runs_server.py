@@ -8,6 +8,7 @@ import math
 import pytest
 
 from evalkit.harness.reference import Behaviour
+from evalkit.otel.mapping import load_starter
 from tests.conftest import ADMIN_PASSWORD
 from tests.integration.datasets_helpers import Repo, admin_api, simple_case
 from tests.integration.runs_helpers import (
@@ -185,7 +186,7 @@ def test_code_driven_agent_is_refused_by_run(engine, dev, cli):
         json={
             "name": "sdk-agent",
             "trajectory_source": "otel",
-            "mapping": {"session_id": "session.id"},
+            "mapping": load_starter("openinference"),
         },
     )
     refused = cli("run", "finance@dev", "--agent", "sdk-agent@dev")
