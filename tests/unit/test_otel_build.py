@@ -625,3 +625,13 @@ def test_older_genai_events_as_flat_attributes():
     assert f"span {'c' * 16}: gen_ai.usage.input_tokens / gen_ai.usage.prompt_tokens missing" in (
         result.unread
     )
+
+
+def test_the_docs_show_the_starters_as_shipped():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "tracing.md").read_text()
+    blocks = [b for b in re.findall(r"```json\n(.*?)```", text, re.S) if b.startswith("{")]
+    shown = [json.loads(b) for b in blocks]
+    assert shown == [load_starter("openinference"), load_starter("genai")]
