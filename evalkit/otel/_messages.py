@@ -115,24 +115,6 @@ def decode_json(value: Any) -> tuple[Any, str | None]:
 _INDEX = re.compile(r"(\d+)\.(.+)")
 
 
-def _split(values: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
-    """``{prefix}.<i>.<rest>`` keys grouped by ``i``: ``{i: {rest: value}}``, by index."""
-    head = prefix + "."
-    groups: dict[int, dict[str, Any]] = {}
-    for key, value in values.items():
-        if not key.startswith(head):
-            continue
-        m = _INDEX.fullmatch(key[len(head) :])
-        if m:
-            groups.setdefault(int(m[1]), {})[m[2]] = value
-    structured = values.get(prefix)
-    if not groups and isinstance(structured, list):  # sent as one structured value
-        for i, item in enumerate(structured):
-            if isinstance(item, dict):
-                groups[i] = _flatten(item)
-    return dict(sorted(groups.items()))
-
-
 def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, item in value.items():
@@ -147,44 +129,91 @@ def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+Groups = dict[int, dict[int, dict[str, Any]]]
+
+
 def _indexed(
     attributes: dict[str, Any], source: IndexedMessages, note: Note
 ) -> list[Message] | None:
-    groups = _split(attributes, source.prefix)
-    if not groups:
+    """``{prefix}.<i>.<key>`` attributes as messages, in one pass over the attributes
+    (a call resends the whole conversation, so a session can hold millions of them)."""
+    head = source.prefix + "."
+    call_head, part_head = source.tool_calls + ".", source.contents + "."
+    fields: dict[int, dict[str, Any]] = {}
+    calls: Groups = {}
+    parts: Groups = {}
+    for key, value in attributes.items():
+        if not key.startswith(head):
+            continue
+        m = _INDEX.fullmatch(key, len(head))
+        if m is None:
+            continue
+        i, rest = int(m[1]), m[2]
+        own = fields.setdefault(i, {})
+        for sub_head, groups in ((call_head, calls), (part_head, parts)):
+            if rest.startswith(sub_head):
+                sub = _INDEX.fullmatch(rest, len(sub_head))
+                if sub is not None:
+                    groups.setdefault(i, {}).setdefault(int(sub[1]), {})[sub[2]] = value
+                    break
+        else:
+            own[rest] = value
+    if not fields:
+        structured = attributes.get(source.prefix)
+        if isinstance(structured, list):  # the messages sent as one structured value
+            flat = {
+                f"{head}{i}.{key}": value
+                for i, item in enumerate(structured)
+                if isinstance(item, dict)
+                for key, value in _flatten(item).items()
+            }
+            if flat:
+                return _indexed(flat, source, note)
         return None
-    messages = []
-    for i, fields in groups.items():
-        where = f"{source.prefix}.{i}"
-        msg = Message(role=_str(fields.get(source.role)), where=where)
-        content = fields.get(source.content)
-        texts, reasonings = [], []
-        if content is not None:
-            texts.append(text_of(content))
-        for part in _split(fields, source.contents).values():
-            kind, text = part.get(source.content_type), _str(part.get(source.content_text))
-            if text is None:
-                continue
-            if kind == "reasoning" or kind == "thinking":
-                reasonings.append(text)
-            elif kind in (None, "text"):
-                texts.append(text)
-        msg.text = _join(texts)
-        msg.reasoning = _join(reasonings)
-        for j, call in _split(fields, source.tool_calls).items():
-            msg.calls.append(
-                Call(
-                    id=_str(call.get(source.call_id)),
-                    name=_str(call.get(source.call_name)),
-                    arguments=call.get(source.call_arguments),
-                    where=f"{where}.{source.tool_calls}.{j}",
-                )
+    return [
+        _indexed_message(source, i, fields[i], calls.get(i, {}), parts.get(i, {}))
+        for i in sorted(fields)
+    ]
+
+
+def _indexed_message(
+    source: IndexedMessages,
+    i: int,
+    fields: dict[str, Any],
+    calls: dict[int, dict[str, Any]],
+    parts: dict[int, dict[str, Any]],
+) -> Message:
+    where = f"{source.prefix}.{i}"
+    msg = Message(role=_str(fields.get(source.role)), where=where)
+    content = fields.get(source.content)
+    texts, reasonings = [], []
+    if content is not None:
+        texts.append(text_of(content))
+    for k in sorted(parts):
+        part = parts[k]
+        kind, text = part.get(source.content_type), _str(part.get(source.content_text))
+        if text is None:
+            continue
+        if kind in ("reasoning", "thinking"):
+            reasonings.append(text)
+        elif kind in (None, "text"):
+            texts.append(text)
+    msg.text = _join(texts)
+    msg.reasoning = _join(reasonings)
+    for j in sorted(calls):
+        call = calls[j]
+        msg.calls.append(
+            Call(
+                id=_str(call.get(source.call_id)),
+                name=_str(call.get(source.call_name)),
+                arguments=call.get(source.call_arguments),
+                where=f"{where}.{source.tool_calls}.{j}",
             )
-        call_id = _str(fields.get(source.tool_call_id))
-        if msg.role == "tool" or call_id is not None:
-            msg.results.append(Result(call_id=call_id, content=content))
-        messages.append(msg)
-    return messages
+        )
+    call_id = _str(fields.get(source.tool_call_id))
+    if msg.role == "tool" or call_id is not None:
+        msg.results.append(Result(call_id=call_id, content=content))
+    return msg
 
 
 # --------------------------------------------------------------------------- parts
@@ -329,5 +358,7 @@ def _str(value: Any) -> str | None:
 
 
 def _join(pieces: list[str | None]) -> str | None:
+    if len(pieces) < 2:
+        return pieces[0] or None if pieces else None
     kept = [p for p in pieces if p]
     return "\n".join(kept) if kept else None

@@ -16,6 +16,7 @@ per thing, with the span id.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import json
 from collections import Counter
@@ -65,6 +66,22 @@ class _Call:
     answered: bool = False
 
 
+class _CallIndex:
+    """The LLM calls' tool calls by original id and by function name, in step order, and
+    the steps' start times, to find the call a tool span answers without a full scan."""
+
+    def __init__(self, steps: list[_Step]) -> None:
+        self.starts = [s.span.start_ns if s.span is not None else 0 for s in steps]
+        self.by_id: dict[str, list[tuple[int, _Call]]] = {}
+        self.by_name: dict[str, list[tuple[int, _Call]]] = {}
+        for i, step in enumerate(steps):
+            for call in step.calls:
+                if call.original is not None:
+                    self.by_id.setdefault(call.original, []).append((i, call))
+                self.by_name.setdefault(call.name, []).append((i, call))
+        self.name_steps = {n: [i for i, _ in entries] for n, entries in self.by_name.items()}
+
+
 @dataclass
 class _Step:
     """A step before numbering; ``key`` orders the steps."""
@@ -98,6 +115,7 @@ class _Builder:
         self.excluded = len(ordered) - len(self.spans)
         self.kind = {id(s): self._kind(s) for s in self.spans}
         self.call_ids: Counter[str] = Counter()
+        self._of_kind: dict[str, list[Span]] = {}
 
     # ------------------------------------------------------------------ the tree
 
@@ -133,7 +151,13 @@ class _Builder:
         return any(self.kind.get(id(a)) == kind for a in self._ancestors(span))
 
     def of_kind(self, kind: str) -> list[Span]:
-        return [s for s in self.spans if self.kind[id(s)] == kind and not self._nested(s, kind)]
+        found = self._of_kind.get(kind)
+        if found is None:
+            found = [
+                s for s in self.spans if self.kind[id(s)] == kind and not self._nested(s, kind)
+            ]
+            self._of_kind[kind] = found
+        return found
 
     def _tops(self) -> list[Span]:
         return [s for s in self.spans if self._parent(s) is None]
@@ -383,13 +407,14 @@ class _Builder:
         """Match each tool span to the call it answers; the rest become steps of their own."""
         steps = []
         tool = self.m.tool
+        index = _CallIndex(llm_steps)
         for span in self.of_kind("tool"):
             name = _text(self.first(span, tool.name, report=True))
             call_id = _text(self.first(span, tool.call_id))
             result = self.first(span, tool.result)
             if result is None and span.status_code == 2:
                 result = f"error: {_error_text(span)}"
-            call = self._match_call(span, llm_steps, call_id, name)
+            call = self._match_call(span, index, call_id, name)
             if call is not None:
                 if result is not None:
                     call.result, call.answered = result, True
@@ -425,24 +450,28 @@ class _Builder:
         return base if self.call_ids[base] == 1 else f"{base}#{self.call_ids[base]}"
 
     def _match_call(
-        self, span: Span, llm_steps: list[_Step], call_id: str | None, name: str | None
+        self, span: Span, index: _CallIndex, call_id: str | None, name: str | None
     ) -> _Call | None:
         """The call a tool span answers: by call id when an LLM call has that id, else by
         function name; in the latest LLM call started before the tool span that still waits
         for such a result."""
-        before = [s for s in llm_steps if s.span is not None and s.span.start_ns <= span.start_ns]
-        known = call_id is not None and any(
-            c.original == call_id for s in llm_steps for c in s.calls
-        )
-        for step in reversed(before):
-            for call in step.calls:
-                if call.answered:
-                    continue
-                if known and call.original == call_id:
+        before = bisect.bisect_right(index.starts, span.start_ns)
+        if call_id is not None and call_id in index.by_id:
+            for step, call in reversed(index.by_id[call_id]):
+                if step < before and not call.answered:
                     return call
-                if not known and name is not None and call.name == name:
-                    return call
-        return None
+            return None
+        if name is None or name not in index.by_name:
+            return None
+        entries = index.by_name[name]
+        found = None
+        for k in range(bisect.bisect_left(index.name_steps[name], before) - 1, -1, -1):
+            step, call = entries[k]
+            if found is not None and step != found[0]:
+                break
+            if not call.answered:
+                found = (step, call)  # keep going: the first such call of that step
+        return None if found is None else found[1]
 
     def _results_from_messages(
         self, llm_steps: list[_Step], inputs: list[tuple[Span, list[Message]]]

@@ -635,3 +635,47 @@ def test_the_docs_show_the_starters_as_shipped():
     blocks = [b for b in re.findall(r"```json\n(.*?)```", text, re.S) if b.startswith("{")]
     shown = [json.loads(b) for b in blocks]
     assert shown == [load_starter("openinference"), load_starter("genai")]
+
+
+def test_tool_spans_without_ids_answer_same_named_calls_in_order():
+    """One LLM call asks for search twice; two tool spans without call ids answer them in
+    turn; a third search span answers nothing and becomes a step of its own."""
+    prefix = "llm.output_messages.0.message.tool_calls"
+
+    def span(sid: str, start: int, attrs: dict[str, Any]) -> Span:
+        return Span(
+            trace_id="d" * 32,
+            span_id=sid * 16,
+            name=sid,
+            start_ns=T0 + start,
+            end_ns=T0 + start + 5,
+            attributes=attrs,
+        )
+
+    llm = span(
+        "1",
+        0,
+        {
+            "openinference.span.kind": "LLM",
+            "llm.output_messages.0.message.role": "assistant",
+            f"{prefix}.0.tool_call.id": "a",
+            f"{prefix}.0.tool_call.function.name": "search",
+            f"{prefix}.1.tool_call.id": "b",
+            f"{prefix}.1.tool_call.function.name": "search",
+        },
+    )
+    tools = [
+        span(
+            n,
+            start,
+            {"openinference.span.kind": "TOOL", "tool.name": "search", "output.value": out},
+        )
+        for n, start, out in (("2", 10, "first"), ("3", 20, "second"), ("4", 30, "third"))
+    ]
+    steps = build([llm, *tools], OPENINFERENCE).trajectory["steps"]
+    assert steps[0]["observation"]["results"] == [
+        {"source_call_id": "a", "content": "first"},
+        {"source_call_id": "b", "content": "second"},
+    ]
+    assert steps[1]["llm_call_count"] == 0
+    assert steps[1]["observation"]["results"] == [{"source_call_id": "4" * 16, "content": "third"}]
