@@ -1,5 +1,8 @@
 -- Spans, span keys, sessions and the trace -> session map (the OTLP collector's tables).
--- Arrays come in as parallel unnest() arguments: one statement per batch, not per span.
+-- A batch's ids come in as one bytea of concatenated ids (16 bytes a trace id, 8 a span id),
+-- other columns as parallel arrays: one statement per batch, not per span. (A bytea[]
+-- parameter would be escaped element by element on the client, which costs more than the
+-- statement.)
 
 -- name: span_partition_create :one
 -- Create the spans partition of one UTC day if it is missing.
@@ -20,7 +23,11 @@ ORDER BY c.relname;
 -- Claim the keys of a batch's spans; returns only the keys that were new (not a retry).
 INSERT INTO span_keys (agent_id, trace_id, span_id, received_at)
 SELECT %(agent_id)s, k.trace_id, k.span_id, %(received_at)s
-FROM unnest(%(trace_ids)s::bytea[], %(span_ids)s::bytea[]) AS k (trace_id, span_id)
+FROM (
+    SELECT substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16) AS trace_id,
+           substring(%(span_ids)s::bytea FROM i * 8 + 1 FOR 8) AS span_id
+    FROM generate_series(0, length(%(span_ids)s::bytea) / 8 - 1) AS i
+) AS k
 ORDER BY k.trace_id, k.span_id
 ON CONFLICT DO NOTHING
 RETURNING trace_id, span_id;
@@ -28,7 +35,11 @@ RETURNING trace_id, span_id;
 -- name: span_key_delete_many :exec
 -- Give back the keys of spans that were refused after all (over the session's size cap).
 DELETE FROM span_keys k
-USING unnest(%(trace_ids)s::bytea[], %(span_ids)s::bytea[]) AS d (trace_id, span_id)
+USING (
+    SELECT substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16) AS trace_id,
+           substring(%(span_ids)s::bytea FROM i * 8 + 1 FOR 8) AS span_id
+    FROM generate_series(0, length(%(span_ids)s::bytea) / 8 - 1) AS i
+) AS d
 WHERE k.agent_id = %(agent_id)s AND k.trace_id = d.trace_id AND k.span_id = d.span_id;
 
 -- name: span_copy :exec
@@ -53,14 +64,19 @@ ORDER BY s.start_ns, s.span_id;
 -- name: trace_session_insert_missing :exec
 -- Make sure each trace of a batch has its row (session unknown until its root arrives).
 INSERT INTO trace_sessions (agent_id, trace_id)
-SELECT %(agent_id)s, t FROM unnest(%(trace_ids)s::bytea[]) AS t ORDER BY t
+SELECT %(agent_id)s, substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16) AS t
+FROM generate_series(0, length(%(trace_ids)s::bytea) / 16 - 1) AS i
+ORDER BY t
 ON CONFLICT DO NOTHING;
 
 -- name: trace_session_lock_many :many
 -- Lock a batch's trace rows, in key order (so concurrent batches never deadlock).
 SELECT trace_id, session_id, pending_spans, pending_bytes, first_span_at, last_span_at
 FROM trace_sessions
-WHERE agent_id = %(agent_id)s AND trace_id = ANY(%(trace_ids)s::bytea[])
+WHERE agent_id = %(agent_id)s AND trace_id IN (
+    SELECT substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16)
+    FROM generate_series(0, length(%(trace_ids)s::bytea) / 16 - 1) AS i
+)
 ORDER BY trace_id
 FOR UPDATE;
 
@@ -73,10 +89,15 @@ SET session_id = u.session_id,
     first_span_at = u.first_span_at,
     last_span_at = u.last_span_at,
     last_received_at = %(received_at)s
-FROM unnest(
-    %(trace_ids)s::bytea[], %(session_ids)s::text[], %(pending_spans)s::integer[],
-    %(pending_bytes)s::bigint[], %(first_span_at)s::timestamptz[], %(last_span_at)s::timestamptz[]
-) AS u (trace_id, session_id, pending_spans, pending_bytes, first_span_at, last_span_at)
+FROM (
+    SELECT substring(%(trace_ids)s::bytea FROM (n * 16 - 15)::integer FOR 16) AS trace_id, session_id,
+           pending_spans, pending_bytes, first_span_at, last_span_at
+    FROM unnest(
+        %(session_ids)s::text[], %(pending_spans)s::integer[], %(pending_bytes)s::bigint[],
+        %(first_span_at)s::timestamptz[], %(last_span_at)s::timestamptz[]
+    ) WITH ORDINALITY AS v (session_id, pending_spans, pending_bytes, first_span_at,
+                            last_span_at, n)
+) AS u
 WHERE t.agent_id = %(agent_id)s AND t.trace_id = u.trace_id;
 
 -- name: trace_session_delete_before :exec
@@ -141,3 +162,14 @@ LIMIT %(limit)s;
 -- name: session_delete_before :exec
 -- Forget sessions that received nothing since the cutoff (their spans are gone).
 DELETE FROM sessions WHERE last_received_at < %(cutoff)s;
+
+-- name: settle_job_list_waiting :many
+-- Which of these settle locks already have a job waiting (procrastinate's todo jobs).
+SELECT queueing_lock FROM procrastinate_jobs
+WHERE status = 'todo' AND queueing_lock = ANY(%(locks)s::text[]);
+
+-- name: session_list_collecting :many
+-- Which of these sessions a run of the agent is waiting on (state collecting).
+SELECT DISTINCT session_id FROM runs
+WHERE agent_id = %(agent_id)s AND session_id = ANY(%(session_ids)s::text[])
+  AND state = 'collecting';

@@ -166,10 +166,11 @@ async def ingest(
     trace_ids = sorted(by_trace)
 
     # 1-2. traces and their sessions
-    await conn.execute("trace_session_insert_missing", agent_id=agent_id, trace_ids=trace_ids)
+    packed = b"".join(trace_ids)
+    await conn.execute("trace_session_insert_missing", agent_id=agent_id, trace_ids=packed)
     trace_rows = {
         row["trace_id"]: row
-        for row in await conn.all("trace_session_lock_many", agent_id=agent_id, trace_ids=trace_ids)
+        for row in await conn.all("trace_session_lock_many", agent_id=agent_id, trace_ids=packed)
     }
     session_of: dict[bytes, str] = {}
     resolved_now: set[bytes] = set()
@@ -216,8 +217,8 @@ async def ingest(
         for row in await conn.all(
             "span_key_insert_many",
             agent_id=agent_id,
-            trace_ids=[s.trace_id for s in spans],
-            span_ids=[s.span_id for s in spans],
+            trace_ids=b"".join(s.trace_id for s in spans),
+            span_ids=b"".join(s.span_id for s in spans),
             received_at=received_at,
         )
     }
@@ -253,8 +254,8 @@ async def ingest(
         await conn.execute(
             "span_key_delete_many",
             agent_id=agent_id,
-            trace_ids=[s.trace_id for s in refused],
-            span_ids=[s.span_id for s in refused],
+            trace_ids=b"".join(s.trace_id for s in refused),
+            span_ids=b"".join(s.span_id for s in refused),
         )
     if accepted:
         await _copy_spans(conn, agent_id, accepted, received_at)
@@ -263,7 +264,6 @@ async def ingest(
     update: dict[str, list[Any]] = defaultdict(list)
     for trace_id in trace_ids:
         row = trace_rows[trace_id]
-        update["trace_ids"].append(trace_id)
         update["session_ids"].append(session_of.get(trace_id))
         held = pending.get(trace_id)
         update["pending_spans"].append(held.spans if held else 0)
@@ -271,7 +271,11 @@ async def ingest(
         update["first_span_at"].append(_earliest(row["first_span_at"], trace_first.get(trace_id)))
         update["last_span_at"].append(_latest(row["last_span_at"], trace_last.get(trace_id)))
     await conn.execute(
-        "trace_session_update_many", agent_id=agent_id, received_at=received_at, **update
+        "trace_session_update_many",
+        agent_id=agent_id,
+        received_at=received_at,
+        trace_ids=packed,
+        **update,
     )
     if sessions:
         rows: dict[str, list[Any]] = defaultdict(list)
@@ -326,6 +330,14 @@ async def _copy_spans(
 
 
 # --------------------------------------------------------------------------- reading
+
+
+async def collecting_sessions(conn: Conn, agent_id: int, session_ids: list[str]) -> list[str]:
+    """The sessions among ``session_ids`` that a run of the agent waits on (collecting)."""
+    if not session_ids:
+        return []
+    rows = await conn.all("session_list_collecting", agent_id=agent_id, session_ids=session_ids)
+    return sorted(row["session_id"] for row in rows)
 
 
 async def spans_for_session(conn: Conn, agent_id: int, session_id: str) -> list[Span]:

@@ -155,3 +155,36 @@ def settle_jobs(server) -> list[dict]:
             "WHERE task_name = 'settle_session' ORDER BY id"
         ).fetchall()
     return [{"lock": r[0], "args": r[1], "later": r[2]} for r in rows]
+
+
+def collecting_run(server, token: str, workspace: str, agent: str, session_id: str) -> int:
+    """A run of ``agent`` waiting in collecting for ``session_id`` (an experiment over a
+    one-case dataset, its run moved to collecting as the engine would)."""
+    r = api(
+        server,
+        token,
+        "POST",
+        f"/api/workspaces/{workspace}/datasets/traced/sync",
+        json={"cases": [{"id": f"c-{session_id}", "content": {"input": {"q": "2 + 3?"}}}]},
+    )
+    assert r.status_code == 200, r.text
+    r = api(
+        server,
+        token,
+        "POST",
+        "/api/experiments",
+        json={
+            "dataset": f"traced@{workspace}",
+            "agent": f"{agent}@{workspace}",
+            "capabilities": {},
+        },
+    )
+    assert r.status_code in (200, 201), r.text
+    with psycopg.connect(server.db_url) as conn:
+        row = conn.execute(
+            "UPDATE runs SET state = 'collecting', session_id = %s "
+            "WHERE id = (SELECT max(id) FROM runs) RETURNING id",
+            [session_id],
+        ).fetchone()
+    assert row is not None
+    return int(row[0])

@@ -12,9 +12,11 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from evalkit.db import Database
 from evalkit.store.otel import session_row, spans_for_session
 from tests.integration.otel_helpers import (
+    MAPPING,
     TRACES,
     agent_session,
     api,
+    collecting_run,
     exporter,
     json_body,
     make_agent,
@@ -46,9 +48,39 @@ def test_sdk_export_lands_once_with_a_retry(server, agent_token, compressed):
     assert len(stored) == 6
     assert sorted(s[1] for s in stored) == sorted(f"{s.context.span_id:016x}" for s in spans)
     assert {k: v["spans"] for k, v in sessions(server).items()} == {"s1": 3, "s2": 3}
+
+
+def test_a_waiting_run_gets_one_settle_job(server, admin_token, agent_token):
+    # path 3c: a harness agent whose trajectories come from its traces
+    r = api(
+        server,
+        admin_token,
+        "POST",
+        "/api/workspaces/admin/agents",
+        json={
+            "name": "harnessed",
+            "harness_url": "http://127.0.0.1:9",
+            "trajectory_source": "otel",
+            "mapping": MAPPING,
+        },
+    )
+    assert r.status_code == 201, r.text
+    agent_token = mint(server, admin_token, "admin", "harnessed")
+    collecting_run(server, admin_token, "admin", "harnessed", "s1")
+    with recorder() as (tracer, memory):
+        agent_session(tracer, "s1")
+        agent_session(tracer, "s2")
+        spans = memory.get_finished_spans()
+    export = exporter(server, agent_token)
+    assert export.export(spans[:3]) == SpanExportResult.SUCCESS
+    assert export.export(spans[3:]) == SpanExportResult.SUCCESS
+    assert export.export(spans) == SpanExportResult.SUCCESS
+    # s1's run waits: one job, a settle period later, however many batches came; s2 has no
+    # run waiting (a run that reaches collecting later queues its own settle job)
     jobs = settle_jobs(server)
-    assert sorted(j["lock"] for j in jobs) == ["settle:1:s1", "settle:1:s2"]
-    assert all(j["later"] for j in jobs)
+    assert [(j["lock"], j["args"], j["later"]) for j in jobs] == [
+        ("settle:2:s1", {"agent_id": 2, "session_id": "s1"}, True)
+    ]
 
 
 async def test_spans_read_back_as_received(server, agent_token):
@@ -139,10 +171,8 @@ def test_children_before_the_root_join_its_session(server, agent_token):
     assert export.export(children) == SpanExportResult.SUCCESS
     assert len(stored_spans(server)) == 2
     assert sessions(server) == {}  # held under their trace until the root comes
-    assert settle_jobs(server) == []
     assert export.export(root) == SpanExportResult.SUCCESS
     assert sessions(server)["late-root"]["spans"] == 3
-    assert [j["lock"] for j in settle_jobs(server)] == ["settle:1:late-root"]
 
 
 def test_children_follow_the_root_not_their_own_attribute(server, agent_token):

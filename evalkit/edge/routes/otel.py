@@ -37,7 +37,7 @@ from evalkit.errors import (
     NotFound,
     TooLarge,
 )
-from evalkit.jobs.app import defer
+from evalkit.jobs.otel import defer_settles
 from evalkit.model import otel as wire
 from evalkit.model.names import parse_ref
 from evalkit.otel.model import session_attribute_names
@@ -49,7 +49,6 @@ from evalkit.store.workspaces import get_workspace
 log = logging.getLogger("evalkit.otel")
 
 AGENT_HEADER = "x-evalkit-agent"
-SETTLE_TASK = "settle_session"
 SLOT_WAIT_SECONDS = 2.0
 """How long a batch waits for an ingest slot before the answer is 429."""
 RETRY_AFTER_BUSY = 1
@@ -369,15 +368,10 @@ async def _store(
             max_session_bytes=settings.max_session_bytes,
             received_at=received_at,
         )
-        for session_id in result.touched:
-            await defer(
-                conn,
-                SETTLE_TASK,
-                queueing_lock=f"settle:{agent_id}:{session_id}",
-                schedule_in=settings.settle_seconds,
-                agent_id=agent_id,
-                session_id=session_id,
-            )
+        # Only a session a run waits on needs its settle job now: a run that reaches
+        # collecting later queues one itself (evalkit.jobs.settle.on_collecting).
+        waiting = await store.collecting_sessions(conn, agent_id, result.touched)
+        await defer_settles(conn, agent_id, waiting, settings.settle_seconds)
     return result
 
 

@@ -1,0 +1,355 @@
+"""OTLP ingest benchmark: 512-span protobuf batches at concurrency 8 into one edge process.
+
+Starts an embedded PostgreSQL and one edge (`evalkit server`, its own process, so its peak
+RSS is its own), mints an agent token, and posts pre-built batches of agent-shaped sessions
+(an AGENT root with LLM and TOOL children carrying OpenInference attributes, about 600 bytes
+a span) from 8 concurrent clients. It prints:
+
+- persisted spans per second, counted in the database (the 200 comes after COMMIT, so the
+  last ack is the moment the last span is durable), not acks;
+- p50 and p99 ack latency;
+- the edge's peak RSS (VmHWM);
+- in the same run, the rate of a raw binary COPY of the same rows into the same table (one
+  COPY per batch on one connection, no dedupe, no sessions): the ceiling;
+
+and the ratios against the targets (20,000 spans/s, a third of the ceiling, p99 250 ms,
+RSS 300 MB).
+
+    uv run python benchmarks/otlp_ingest.py [--batches 300] [--concurrency 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import psycopg
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from evalkit import serve
+from evalkit.auth.secrets import generate_key
+from evalkit.embedded import EmbeddedPostgres
+from evalkit.otel.mapping import load_starter
+from evalkit.otel.otlp import decode_protobuf
+from evalkit.sql import migrate, queries
+from evalkit.store.otel import _COPY_TYPES
+
+PASSWORD = "bench-password-1"
+EVALKIT = [sys.executable, "-c", "from evalkit.cli import main; main()"]
+BATCH = 512
+SPANS_PER_SESSION = 8  # AGENT root, 4 LLM, 3 TOOL
+TARGET_RATE = 20_000
+TARGET_P99_MS = 250
+TARGET_RSS_MB = 300
+
+PROMPT = (
+    "You are a careful financial analyst. Read the quarterly statement the user attached and "
+    "answer the question with one number and a short justification. Question: what was the "
+    "operating margin in Q{n}, and how did it change from the quarter before?"
+)
+ANSWER = (
+    "The operating margin in Q{n} was 18.4%, up from 16.9% the quarter before, mostly from "
+    "lower logistics costs; revenue grew 3.1% while operating expenses grew 1.2%."
+)
+
+
+def kv(key: str, value: str | int | float) -> KeyValue:
+    if isinstance(value, str):
+        return KeyValue(key=key, value=AnyValue(string_value=value))
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    return KeyValue(key=key, value=AnyValue(double_value=value))
+
+
+def session_spans(rng: random.Random, session: str, start: int) -> list[Span]:
+    trace_id = rng.randbytes(16)
+    root_id = rng.randbytes(8)
+    common = [kv("session.id", session)]
+    spans = [
+        Span(
+            trace_id=trace_id,
+            span_id=root_id,
+            name="agent.run",
+            kind=Span.SPAN_KIND_INTERNAL,
+            start_time_unix_nano=start,
+            end_time_unix_nano=start + 9_000_000_000,
+            attributes=[
+                *common,
+                kv("openinference.span.kind", "AGENT"),
+                kv("input.value", PROMPT.format(n=rng.randint(1, 4))),
+                kv("output.value", ANSWER.format(n=rng.randint(1, 4))),
+            ],
+        )
+    ]
+    for step in range(SPANS_PER_SESSION - 1):
+        begin = start + (step + 1) * 1_000_000_000
+        if step % 2 == 0:
+            attrs = [
+                *common,
+                kv("openinference.span.kind", "LLM"),
+                kv("llm.model_name", "gpt-4o-mini-2024-07-18"),
+                kv("llm.provider", "openai"),
+                kv("llm.token_count.prompt", rng.randint(200, 4000)),
+                kv("llm.token_count.completion", rng.randint(10, 400)),
+                kv("llm.token_count.total", rng.randint(210, 4400)),
+                kv("llm.input_messages.0.message.role", "user"),
+                kv("llm.input_messages.0.message.content", PROMPT.format(n=step)[:160]),
+                kv("llm.output_messages.0.message.role", "assistant"),
+                kv("llm.output_messages.0.message.content", ANSWER.format(n=step)[:120]),
+            ]
+            name = "ChatCompletion"
+        else:
+            attrs = [
+                *common,
+                kv("openinference.span.kind", "TOOL"),
+                kv("tool.name", "read_statement"),
+                kv("tool.parameters", '{"file": "q3.pdf", "pages": [3, 4]}'),
+                kv("input.value", '{"file": "q3.pdf", "pages": [3, 4]}'),
+                kv("output.value", "Operating income 18.4M on revenue 100.0M; " * 4),
+            ]
+            name = "read_statement"
+        spans.append(
+            Span(
+                trace_id=trace_id,
+                span_id=rng.randbytes(8),
+                parent_span_id=root_id,
+                name=name,
+                kind=Span.SPAN_KIND_CLIENT if step % 2 == 0 else Span.SPAN_KIND_INTERNAL,
+                start_time_unix_nano=begin,
+                end_time_unix_nano=begin + 800_000_000,
+                attributes=attrs,
+            )
+        )
+    return spans
+
+
+def make_batches(count: int, seed: int = 7) -> list[bytes]:
+    rng = random.Random(seed)
+    resource = Resource(
+        attributes=[
+            kv("service.name", "finance-agent"),
+            kv("service.version", "1.4.2"),
+            kv("telemetry.sdk.language", "python"),
+        ]
+    )
+    scope = InstrumentationScope(name="openinference.instrumentation.openai", version="0.1.20")
+    now = time.time_ns()
+    batches = []
+    for b in range(count):
+        spans: list[Span] = []
+        for s in range(BATCH // SPANS_PER_SESSION):
+            spans.extend(session_spans(rng, f"session-{b:05d}-{s:03d}", now + s * 1000))
+        request = ExportTraceServiceRequest(
+            resource_spans=[
+                ResourceSpans(resource=resource, scope_spans=[ScopeSpans(scope=scope, spans=spans)])
+            ]
+        )
+        batches.append(request.SerializeToString())
+    return batches
+
+
+def wait_http(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(url, timeout=1).raise_for_status()
+            return
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{url} did not come up") from None
+            time.sleep(0.1)
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def post_all(
+    url: str, token: str, batches: list[bytes], concurrency: int
+) -> tuple[float, list[float]]:
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+    for body in batches:
+        queue.put_nowait(body)
+    latencies: list[float] = []
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-protobuf"}
+
+    async with httpx.AsyncClient(
+        timeout=60, limits=httpx.Limits(max_connections=concurrency)
+    ) as client:
+
+        async def worker() -> None:
+            while not queue.empty():
+                body = queue.get_nowait()
+                began = time.perf_counter()
+                r = await client.post(url, content=body, headers=headers)
+                latencies.append(time.perf_counter() - began)
+                if r.status_code != 200 or r.content:
+                    raise SystemExit(f"export answered {r.status_code}: {r.content[:300]!r}")
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return time.perf_counter() - started, latencies
+
+
+def count_spans(db_url: str, agent_id: int) -> int:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute("SELECT count(*) FROM spans WHERE agent_id = %s", [agent_id]).fetchone()
+    return int(row[0]) if row else 0
+
+
+def raw_copy_rate(db_url: str, batches: list[bytes]) -> float:
+    """Binary COPY of the same rows (decoded outside the timer) into spans, one COPY per
+    batch on one connection: what the table takes with no dedupe and no session work."""
+    spent = 0.0
+    rows = 0
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for body in batches:
+            spans = decode_protobuf(body).spans
+            received_at = datetime.now(UTC)
+            began = time.perf_counter()
+            with conn.cursor() as cur, cur.copy(queries["span_copy"]) as copy:
+                copy.set_types(_COPY_TYPES)
+                for s in spans:
+                    copy.write_row(
+                        (
+                            received_at,
+                            -1,
+                            s.trace_id,
+                            s.span_id,
+                            s.parent_span_id,
+                            s.name,
+                            s.kind,
+                            s.start_ns,
+                            s.end_ns,
+                            s.status_code,
+                            s.status_message,
+                            s.body,
+                            s.size,
+                        )
+                    )
+            spent += time.perf_counter() - began
+            rows += len(spans)
+    return rows / spent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="evalkit-bench-"))
+    cluster = EmbeddedPostgres(work / "pg", cleanup="delete")
+    cluster.start()
+    edge = None
+    try:
+        with psycopg.connect(cluster.admin_url, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE bench")
+        db_url = urlunsplit(urlsplit(cluster.admin_url)._replace(path="/bench"))
+        migrate.upgrade(db_url)
+        port = serve.free_port()
+        env = dict(
+            os.environ,
+            EVALKIT_DATABASE_URL=db_url,
+            EVALKIT_ENCRYPTION_KEY=generate_key(),
+            EVALKIT_DATA_DIR=str(work / "data"),
+            EVALKIT_ADMIN_PASSWORD=PASSWORD,
+        )
+        edge = subprocess.Popen(
+            [*EVALKIT, "server", "--port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        wait_http(url + "/healthz")
+        token = httpx.post(
+            f"{url}/api/auth/login", json={"username": "admin", "password": PASSWORD}
+        ).json()["token"]
+        api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        api.post(
+            "/api/workspaces/admin/agents",
+            json={"name": "finance", "mapping": load_starter("openinference")},
+        ).raise_for_status()
+        agent_token = api.post(
+            "/api/workspaces/admin/agents/finance/tokens", json={"note": "benchmark"}
+        ).json()["token"]
+        with psycopg.connect(db_url) as conn:
+            row = conn.execute("SELECT id FROM agents WHERE name = 'finance'").fetchone()
+        assert row is not None
+        agent_id = int(row[0])
+
+        batches = make_batches(args.warmup + args.batches)
+        size = sum(len(b) for b in batches) / len(batches) / BATCH
+        print(
+            f"{args.batches} batches of {BATCH} spans ({size:.0f} bytes a span in protobuf), "
+            f"{BATCH // SPANS_PER_SESSION} sessions a batch, concurrency {args.concurrency}, "
+            f"one edge process; this machine: {os.cpu_count()} cores"
+        )
+        traces = f"{url}/api/otel/v1/traces"
+        asyncio.run(post_all(traces, agent_token, batches[: args.warmup], args.concurrency))
+        before = count_spans(db_url, agent_id)
+        elapsed, latencies = asyncio.run(
+            post_all(traces, agent_token, batches[args.warmup :], args.concurrency)
+        )
+        persisted = count_spans(db_url, agent_id) - before
+        expected = args.batches * BATCH
+        if persisted != expected:
+            raise SystemExit(f"expected {expected} spans in the database, found {persisted}")
+        rss = peak_rss_mb(edge.pid)
+        rate = persisted / elapsed
+        latencies.sort()
+        p50 = statistics.median(latencies) * 1000
+        p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
+        ceiling = raw_copy_rate(db_url, batches[args.warmup :])
+
+        print()
+        print(f"{'measure':<34}{'value':>12}{'target':>12}{'ratio':>8}")
+        print(
+            f"{'persisted spans/s (counted in DB)':<34}{rate:>12,.0f}{TARGET_RATE:>12,}"
+            f"{rate / TARGET_RATE:>8.2f}"
+        )
+        print(f"{'raw binary COPY ceiling, rows/s':<34}{ceiling:>12,.0f}")
+        print(
+            f"{'persisted / ceiling':<34}{rate / ceiling:>12.2f}{1 / 3:>12.2f}"
+            f"{rate / ceiling * 3:>8.2f}"
+        )
+        print(f"{'ack latency p50, ms':<34}{p50:>12.1f}")
+        print(
+            f"{'ack latency p99, ms':<34}{p99:>12.1f}{TARGET_P99_MS:>12}{p99 / TARGET_P99_MS:>8.2f}"
+        )
+        print(
+            f"{'edge peak RSS, MB':<34}{rss:>12.0f}{TARGET_RSS_MB:>12}{rss / TARGET_RSS_MB:>8.2f}"
+        )
+    finally:
+        if edge is not None:
+            edge.terminate()
+            try:
+                edge.wait(15)
+            except subprocess.TimeoutExpired:
+                edge.kill()
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
