@@ -1,0 +1,1 @@
+"""Scoring: built-in checks, the LLM judge and remote evaluators, run once per run."""
