@@ -110,7 +110,8 @@ async def _read_capped(resp: httpx.Response, where: str) -> bytes:
 def _status_error(where: str, status: int, body: bytes) -> HarnessError:
     excerpt = body[:300].decode("utf-8", "replace").strip()
     detail = f": {excerpt}" if excerpt else ""
-    retryable = status >= 500 or status in (408, 429)
+    # 501 says the endpoint does not exist there: asking again will not make it.
+    retryable = (status >= 500 and status != 501) or status in (408, 429)
     return HarnessError(f"{where} answered {status}{detail}", retryable=retryable, status=status)
 
 
