@@ -22,6 +22,8 @@ def register() -> None:
         runs,
         server,
         sync,
+        tokens,
+        traces,
         workspaces,
     )
 
