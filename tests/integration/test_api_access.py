@@ -76,6 +76,8 @@ PARAMS = {
     "experiment": "1",
     "run": "1",
     "version": "1",
+    "token": "1",
+    "session": "s1",
 }
 # Non-admin writes of datasets and cases; their rules are tested in test_datasets_*.py.
 DATASET_WRITES = {
@@ -99,12 +101,22 @@ AGENT_WRITES = {
     # span mapping versions; their rules are tested in test_mappings.py
     ("POST", "/api/workspaces/{workspace}/agents/{agent}/mappings"),
     ("POST", "/api/workspaces/{workspace}/agents/{agent}/mappings/{version}/activate"),
+    # agent tokens; their rules are tested in test_otel_tokens.py
+    ("POST", "/api/workspaces/{workspace}/agents/{agent}/tokens"),
 }
 # Starting and driving experiments; their rules are tested in test_runs_*.py.
 EXPERIMENT_WRITES = {
     ("POST", "/api/experiments"),
     ("POST", "/api/experiments/{experiment}/resume"),
     ("POST", "/api/runs/{run}/transition"),
+}
+# The OTLP collector (agent tokens, or writers naming the agent) and token revocation;
+# their rules are tested in test_otel_bad_input.py and test_otel_tokens.py.
+OTEL_WRITES = {
+    ("POST", "/api/otel/v1/traces"),
+    ("POST", "/api/otel/v1/metrics"),
+    ("POST", "/api/otel/v1/logs"),
+    ("POST", "/api/tokens/{token}/revoke"),
 }
 # POSTs that only read (any logged-in user); tested in test_fixture_urls.py.
 READ_POSTS = {("POST", "/api/fixtures/{sha256}/url")}
@@ -180,6 +192,14 @@ def user_token(server, admin_token):
         headers=auth,
         json={"mapping": load_starter("openinference")},
     ).raise_for_status()
+    # Session s1 of bot@dev: one span, sent by the admin naming the agent.
+    span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "agent", "startTimeUnixNano": "1"}
+    span["attributes"] = [{"key": "session.id", "value": {"stringValue": "s1"}}]
+    httpx.post(
+        f"{server.url}/api/otel/v1/traces",
+        headers={**auth, "X-Evalkit-Agent": "bot@dev"},
+        json={"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]},
+    ).raise_for_status()
     alice = login(server, "alice", "alice-pass")
     as_alice = {"Authorization": f"Bearer {alice}"}
     # Experiment 1 (run 1): alice's own, on her personal agent, so her CLI drives it.
@@ -228,7 +248,7 @@ def test_every_non_public_route_is_classified(server):
     declared = {(e.method, e.path) for e in ENDPOINTS}
     reads = {("GET", p) for _, p in declared} & declared
     unclassified = declared - PUBLIC - ADMIN_ONLY - reads - DATASET_WRITES - AGENT_WRITES
-    unclassified -= READ_POSTS | EXPERIMENT_WRITES
+    unclassified -= READ_POSTS | EXPERIMENT_WRITES | OTEL_WRITES
     unclassified -= {("POST", "/api/auth/logout")}
     assert not unclassified, f"classify these routes in test_api_access.py: {unclassified}"
 
