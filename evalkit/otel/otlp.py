@@ -107,7 +107,17 @@ def any_value(v: Any) -> Any:
 
 
 def attributes(kvs: Any) -> dict[str, Any]:
-    return {kv.key: any_value(kv.value) for kv in kvs}
+    out: dict[str, Any] = {}
+    for kv in kvs:  # the hot loop of decoding: strings and ints inline
+        value = kv.value
+        kind = value.WhichOneof("value")
+        if kind == "string_value":
+            out[kv.key] = value.string_value
+        elif kind == "int_value":
+            out[kv.key] = value.int_value
+        else:
+            out[kv.key] = any_value(value)
+    return out
 
 
 def _text(value: str) -> str:

@@ -61,24 +61,17 @@ JOIN spans s ON s.agent_id = t.agent_id AND s.trace_id = t.trace_id
 WHERE t.agent_id = %(agent_id)s AND t.session_id = %(session_id)s
 ORDER BY s.start_ns, s.span_id;
 
--- name: trace_session_insert_missing :exec
--- Make sure each trace of a batch has its row (session unknown until its root arrives).
-INSERT INTO trace_sessions (agent_id, trace_id)
-SELECT %(agent_id)s, substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16) AS t
-FROM generate_series(0, length(%(trace_ids)s::bytea) / 16 - 1) AS i
-ORDER BY t
-ON CONFLICT DO NOTHING;
-
 -- name: trace_session_lock_many :many
--- Lock a batch's trace rows, in key order (so concurrent batches never deadlock).
-SELECT trace_id, session_id, pending_spans, pending_bytes, first_span_at, last_span_at
-FROM trace_sessions
-WHERE agent_id = %(agent_id)s AND trace_id IN (
-    SELECT substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16)
-    FROM generate_series(0, length(%(trace_ids)s::bytea) / 16 - 1) AS i
-)
+-- Each trace of a batch, created when new, locked (in key order, so concurrent batches never
+-- deadlock) and returned as it stands: session (NULL until its root arrives) and what is
+-- pending. The no-op DO UPDATE is what locks and returns an existing row in one statement.
+INSERT INTO trace_sessions AS t (agent_id, trace_id)
+SELECT %(agent_id)s, substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16) AS trace_id
+FROM generate_series(0, length(%(trace_ids)s::bytea) / 16 - 1) AS i
 ORDER BY trace_id
-FOR UPDATE;
+ON CONFLICT (agent_id, trace_id) DO UPDATE SET agent_id = t.agent_id
+RETURNING t.trace_id, t.session_id, t.pending_spans, t.pending_bytes, t.first_span_at,
+          t.last_span_at;
 
 -- name: trace_session_update_many :exec
 -- Write back a batch's traces: their session (once known) and what is still pending.
@@ -104,19 +97,12 @@ WHERE t.agent_id = %(agent_id)s AND t.trace_id = u.trace_id;
 -- Forget traces that received nothing since the cutoff (their spans are gone).
 DELETE FROM trace_sessions WHERE last_received_at < %(cutoff)s;
 
--- name: session_insert_missing :exec
--- Make sure each session a batch touches has its row.
-INSERT INTO sessions (agent_id, session_id)
-SELECT %(agent_id)s, s FROM unnest(%(session_ids)s::text[]) AS s ORDER BY s
-ON CONFLICT DO NOTHING;
-
 -- name: session_lock_many :many
--- Lock the sessions a batch touches, in key order, with their size so far.
-SELECT session_id, bytes, truncated
-FROM sessions
-WHERE agent_id = %(agent_id)s AND session_id = ANY(%(session_ids)s::text[])
-ORDER BY session_id
-FOR UPDATE;
+-- The sessions a batch touches, created when new, locked in key order, with their size.
+INSERT INTO sessions AS s (agent_id, session_id)
+SELECT %(agent_id)s, id FROM unnest(%(session_ids)s::text[]) AS id ORDER BY id
+ON CONFLICT (agent_id, session_id) DO UPDATE SET agent_id = s.agent_id
+RETURNING s.session_id, s.bytes, s.truncated;
 
 -- name: session_update_many :exec
 -- Add a batch's accepted (and refused) spans to their sessions.

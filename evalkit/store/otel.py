@@ -167,7 +167,6 @@ async def ingest(
 
     # 1-2. traces and their sessions
     packed = b"".join(trace_ids)
-    await conn.execute("trace_session_insert_missing", agent_id=agent_id, trace_ids=packed)
     trace_rows = {
         row["trace_id"]: row
         for row in await conn.all("trace_session_lock_many", agent_id=agent_id, trace_ids=packed)
@@ -188,7 +187,6 @@ async def ingest(
     session_ids = sorted(set(session_of.values()))
     sessions: dict[str, _Bucket] = {}
     if session_ids:
-        await conn.execute("session_insert_missing", agent_id=agent_id, session_ids=session_ids)
         for row in await conn.all("session_lock_many", agent_id=agent_id, session_ids=session_ids):
             sessions[row["session_id"]] = _Bucket(bytes=int(row["bytes"]))
     pending: dict[bytes, _Bucket] = {}

@@ -92,7 +92,6 @@ CREATE TABLE trace_sessions (
     PRIMARY KEY (agent_id, trace_id)
 );
 CREATE INDEX trace_sessions_session_idx ON trace_sessions (agent_id, session_id);
-CREATE INDEX trace_sessions_last_received_idx ON trace_sessions (last_received_at);
 
 -- The partition of spans for one UTC day, created if missing (true when it was created).
 -- The gentle path: a plain table plus a matching CHECK, then ATTACH (SHARE UPDATE EXCLUSIVE
