@@ -303,7 +303,8 @@ def main() -> None:
         print(
             f"{args.batches} batches of {BATCH} spans ({size:.0f} bytes a span in protobuf), "
             f"{BATCH // SPANS_PER_SESSION} sessions a batch, concurrency {args.concurrency}, "
-            f"one edge process; this machine: {os.cpu_count()} cores"
+            f"one edge process; this machine: {os.cpu_count()} cores, load average "
+            f"{os.getloadavg()[0]:.1f} before the run"
         )
         traces = f"{url}/api/otel/v1/traces"
         asyncio.run(post_all(traces, agent_token, batches[: args.warmup], args.concurrency))
