@@ -1,0 +1,148 @@
+"""Wire objects of score summaries and experiment comparisons (see docs/compare.md)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from evalkit.model.api import Output
+
+ScoreKind = Literal["evaluator", "gauge"]
+
+
+class Interval(Output, kw_only=True):
+    """A two-sided confidence interval (95% unless the answer says otherwise)."""
+
+    low: float
+    high: float
+
+
+class ScoreSummary(Output, kw_only=True):
+    """One score name over one experiment's current scoring round."""
+
+    name: str
+    kind: ScoreKind
+    runs: int
+    """Runs of the experiment (every run counts, with or without this score)."""
+    readings: int
+    """Rows with a value that were not skipped: what means and rates are computed from."""
+    skipped: int
+    """Rows skipped as neutral (an input the agent does not provide)."""
+    errored: int
+    """Rows whose evaluator failed or timed out (no value)."""
+    no_value: int
+    """Rows with no value and neither a skip reason nor an error."""
+    missing: int
+    """Runs with no row of this name at all (the run never reached scoring, or its case
+    does not select this evaluator)."""
+    mean: float | None
+    mean_ci: Interval | None
+    """Student t interval of the mean, clipped to [0, 1]; None with fewer than 2 readings."""
+    binary: bool
+    """Every reading is 0 or 1."""
+    passes: int | None = None
+    """Readings of at least 0.5 (evaluators only; gauges measure, they do not pass)."""
+    pass_rate: float | None = None
+    pass_rate_ci: Interval | None = None
+    """Wilson score interval of the pass rate."""
+    raw_mean: float | None = None
+    """Mean of the numeric measurements behind a gauge (seconds, tokens, ...), if any."""
+    raw_readings: int = 0
+    pass_at_k: dict[int, float] | None = None
+    """With repetitions: the mean over cases of the unbiased pass@k estimate, per k."""
+    pass_hat_k: dict[int, float] | None = None
+    """With repetitions: the mean over cases of the unbiased pass^k estimate, per k."""
+    flaky_cases: int | None = None
+    """With repetitions: cases that passed in some runs and failed in others."""
+
+
+class CaseFlakiness(Output, kw_only=True):
+    """One case and evaluator score over an experiment's repetitions."""
+
+    case_id: str
+    name: str
+    readings: int
+    passes: int
+    pass_at_k: dict[int, float | None]
+    """None where k exceeds the case's readings."""
+    pass_hat_k: dict[int, float | None]
+    flaky: bool
+
+
+class ExperimentScores(Output, kw_only=True):
+    experiment_id: int
+    round: int
+    """The scoring round summarized (the experiment's current one)."""
+    repetitions: int
+    runs: int
+    confidence: float
+    ks: list[int]
+    """The k values of pass@k and pass^k (empty without repetitions)."""
+    scores: list[ScoreSummary]
+    cases: list[CaseFlakiness]
+    """Per case and evaluator score, when the experiment has repetitions."""
+
+
+class UnitChange(Output, kw_only=True):
+    """A paired case (and repetition) whose pass/fail differs between the experiments."""
+
+    case_id: str
+    repetition: int | None
+    """Set when runs are paired by case and repetition."""
+    a: float
+    b: float
+
+
+class ScoreComparison(Output, kw_only=True):
+    name: str
+    kind: ScoreKind
+    a: ScoreSummary | None
+    """The score in experiment A (all its readings), or None when A has no such score."""
+    b: ScoreSummary | None
+    paired: int
+    """Units (cases, or cases and repetitions) with a reading in both experiments."""
+    only_a: int
+    """Units with a reading in A and none in B (not run there, or no reading)."""
+    only_b: int
+    mean_a: float | None
+    """Mean of A over the paired units."""
+    mean_b: float | None
+    mean_diff: float | None
+    """Mean of B - A over the paired units (positive: B scores higher)."""
+    mean_diff_ci: Interval | None
+    """Paired bootstrap percentile interval of ``mean_diff``."""
+    regressions: list[UnitChange]
+    """Evaluators: paired units passing in A and failing in B."""
+    improvements: list[UnitChange]
+    both_pass: int | None
+    both_fail: int | None
+    mcnemar_p: float | None
+    """Exact McNemar test (two-sided binomial on the discordant pairs); evaluators only."""
+
+
+class GateResult(Output, kw_only=True):
+    gate: str
+    passed: bool
+    actual: float | None
+    threshold: float | None
+    message: str
+
+
+class Comparison(Output, kw_only=True):
+    a: int
+    b: int
+    a_round: int
+    b_round: int
+    paired_by: Literal["case", "case+repetition"]
+    cases_only_a: list[str]
+    """Cases run in A and not in B (their scores are unpaired)."""
+    cases_only_b: list[str]
+    confidence: float
+    seed: int
+    resamples: int
+    scores: list[ScoreComparison]
+    regressions: int
+    """Regressions over every evaluator score."""
+    improvements: int
+    gates: list[GateResult]
+    passed: bool
+    """Every gate passed (True when no gate was given)."""

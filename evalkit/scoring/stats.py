@@ -1,0 +1,702 @@
+"""Score statistics: per-experiment summaries, flakiness, comparing two experiments, gates.
+
+Pure functions over score rows (no database, no I/O); ``docs/compare.md`` explains each
+statistic for users. The rules, in one place:
+
+- A score row is a **reading** when it has a value and was not skipped. Skipped rows,
+  errored rows and other rows without a value are counted (and reported) but never enter
+  a mean or a rate; runs without a row of a name are counted as ``missing``.
+- A reading **passes** when its value is at least ``PASS_THRESHOLD`` (0.5). For a binary
+  score (every value 0 or 1, as the built-in checks give) that is exactly "1 passes, 0
+  fails", so its pass rate equals its mean. Gauges measure (latency, tokens, cost): they
+  have a mean, never a pass rate, regressions or McNemar test.
+- Intervals are 95%: Wilson score interval for pass rates; Student t interval for means
+  (clipped to [0, 1]); a paired percentile bootstrap for the mean difference of a
+  comparison, seeded so the same data always gives the same interval.
+- pass@k = 1 - C(n-c, k) / C(n, k) and pass^k = C(c, k) / C(n, k), per case, from its n
+  readings of which c pass (unbiased estimators of "at least one of k runs passes" and
+  "all k runs pass"); an experiment's value is their mean over cases with n >= k.
+- A comparison pairs runs by case, and by case and repetition when both experiments have
+  repetitions. A unit's value is the mean of its readings; it passes by the reading rule.
+  A regression is a paired unit passing in A (the baseline) and failing in B; an
+  improvement the reverse. McNemar's exact test is the two-sided binomial test (p = 1/2)
+  on those discordant pairs.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Literal
+
+from evalkit.model import stats as wire
+
+PASS_THRESHOLD = 0.5
+CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+MAX_RESAMPLES = 20000
+DEFAULT_KS = (1, 2, 3, 5, 10, 20, 50, 100)
+_EPS = 1e-9
+
+
+class StatsError(ValueError):
+    """A request the statistics cannot answer (a bad gate, a bad k); the message says why."""
+
+
+# --------------------------------------------------------------------------- input
+
+
+@dataclass(frozen=True)
+class RunKey:
+    run_id: int
+    case_id: str
+    repetition: int
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    """One row of ``scores`` (of the round being summarized)."""
+
+    run_id: int
+    name: str
+    value: float | None
+    kind: str = "evaluator"
+    skipped: str | None = None
+    error: str | None = None
+    raw: object = None
+
+    @property
+    def is_reading(self) -> bool:
+        return self.value is not None and self.skipped is None
+
+
+@dataclass
+class ExperimentReadings:
+    """What the statistics need of one experiment: its runs and its current round's scores."""
+
+    experiment_id: int
+    round: int
+    repetitions: int
+    runs: list[RunKey]
+    rows: list[ScoreRow] = field(default_factory=list)
+
+
+def passes(value: float) -> bool:
+    return value >= PASS_THRESHOLD
+
+
+# --------------------------------------------------------------------------- intervals
+
+
+def normal_quantile(p: float) -> float:
+    return NormalDist().inv_cdf(p)
+
+
+def wilson_interval(
+    successes: int, n: int, confidence: float = CONFIDENCE
+) -> tuple[float, float] | None:
+    """Wilson score interval of a proportion; None when there are no trials."""
+    if n <= 0:
+        return None
+    z = normal_quantile(1 - (1 - confidence) / 2)
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    """Lentz's method for the continued fraction of the incomplete beta function."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 1000):
+        m2 = 2 * m
+        for aa in (
+            m * (b - m) * x / ((qam + m2) * (a + m2)),
+            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
+        ):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            step = d * c
+            h *= step
+        if abs(step - 1.0) < 1e-15:
+            break
+    return h
+
+
+def regularized_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - front * _beta_continued_fraction(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """The Student t distribution's CDF."""
+    tail = 0.5 * regularized_beta(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The Student t quantile, by bisection on ``t_cdf`` (to about 1e-12)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError("p must be strictly between 0 and 1")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    low, high = 0.0, 1.0
+    while t_cdf(high, df) < p:
+        high *= 2.0
+    for _ in range(200):
+        mid = (low + high) / 2.0
+        if t_cdf(mid, df) < p:
+            low = mid
+        else:
+            high = mid
+        if high - low < 1e-12:
+            break
+    return (low + high) / 2.0
+
+
+def mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def t_interval(
+    values: Sequence[float], confidence: float = CONFIDENCE, *, clip: bool = True
+) -> tuple[float, float] | None:
+    """Student t interval of a mean (None under 2 values), clipped to [0, 1] for scores."""
+    n = len(values)
+    if n < 2:
+        return None
+    m = math.fsum(values) / n
+    variance = math.fsum((v - m) ** 2 for v in values) / (n - 1)
+    half = t_quantile(1 - (1 - confidence) / 2, n - 1) * math.sqrt(variance / n)
+    low, high = m - half, m + half
+    return (max(0.0, low), min(1.0, high)) if clip else (low, high)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default method)."""
+    position = q * (len(sorted_values) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(sorted_values) - 1)
+    fraction = position - below
+    return sorted_values[below] + (sorted_values[above] - sorted_values[below]) * fraction
+
+
+def paired_bootstrap(
+    differences: Sequence[float],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int | str = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean of paired differences: resample the pairs
+    with replacement ``resamples`` times (``random.Random(seed)``), take the middle
+    ``confidence`` of the resampled means. None under 2 pairs."""
+    n = len(differences)
+    if n < 2:
+        return None
+    if max(differences) == min(differences):
+        return differences[0], differences[0]
+    rng = random.Random(seed)
+    population = list(differences)
+    means = sorted(math.fsum(rng.choices(population, k=n)) / n for _ in range(resamples))
+    alpha = 1 - confidence
+    return percentile(means, alpha / 2), percentile(means, 1 - alpha / 2)
+
+
+def mcnemar_exact(regressions: int, improvements: int) -> float:
+    """Two-sided exact McNemar p-value: binomial(b + c, 1/2) on the discordant pairs."""
+    n = regressions + improvements
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(regressions, improvements) + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+# --------------------------------------------------------------------------- pass@k
+
+
+def pass_at_k(n: int, c: int, k: int) -> float | None:
+    """Unbiased estimate that at least one of k runs passes, from n runs with c passing."""
+    if k < 1 or k > n:
+        return None
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float | None:
+    """Unbiased estimate that all k runs pass (pass^k), from n runs with c passing."""
+    if k < 1 or k > n:
+        return None
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def resolve_ks(repetitions: int, ks: Iterable[int] | None = None) -> list[int]:
+    """The k values to report: 1, 2, 3, 5, 10, 20, 50, 100 up to the repetitions, and the
+    repetitions themselves; or the caller's, each from 1 to the repetitions."""
+    if repetitions <= 1:
+        if ks:
+            raise StatsError(
+                "pass@k needs repetitions; this experiment ran each case once "
+                "(run with --repetitions N)"
+            )
+        return []
+    if not ks:
+        return sorted({k for k in DEFAULT_KS if k <= repetitions} | {repetitions})
+    chosen = sorted(set(ks))
+    bad = [k for k in chosen if not 1 <= k <= repetitions]
+    if bad:
+        raise StatsError(
+            f"k must be from 1 to the experiment's repetitions ({repetitions}); "
+            f"got {', '.join(map(str, bad))}"
+        )
+    return chosen
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def _kind(rows: Sequence[ScoreRow]) -> Literal["evaluator", "gauge"]:
+    """A name is a gauge when every row of it is one."""
+    return "gauge" if rows and all(r.kind == "gauge" for r in rows) else "evaluator"
+
+
+def _by_name(rows: Iterable[ScoreRow]) -> dict[str, list[ScoreRow]]:
+    grouped: dict[str, list[ScoreRow]] = defaultdict(list)
+    for row in rows:
+        grouped[row.name].append(row)
+    return dict(sorted(grouped.items()))
+
+
+def _interval(pair: tuple[float, float] | None) -> wire.Interval | None:
+    return None if pair is None else wire.Interval(low=pair[0], high=pair[1])
+
+
+def _raw_number(raw: object) -> float | None:
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        return None
+    return float(raw) if math.isfinite(raw) else None
+
+
+def summarize_name(
+    name: str,
+    rows: Sequence[ScoreRow],
+    runs: Sequence[RunKey],
+    *,
+    ks: Sequence[int] = (),
+    confidence: float = CONFIDENCE,
+) -> tuple[wire.ScoreSummary, list[wire.CaseFlakiness]]:
+    """One score name of one experiment, and its per-case flakiness when ``ks`` is given."""
+    kind = _kind(rows)
+    readings = [r for r in rows if r.is_reading]
+    values = [float(r.value) for r in readings if r.value is not None]
+    scored_runs = {r.run_id for r in rows}
+    summary = wire.ScoreSummary(
+        name=name,
+        kind=kind,
+        runs=len(runs),
+        readings=len(values),
+        skipped=sum(1 for r in rows if r.skipped is not None),
+        errored=sum(1 for r in rows if r.skipped is None and r.value is None and r.error),
+        no_value=sum(1 for r in rows if r.skipped is None and r.value is None and not r.error),
+        missing=sum(1 for run in runs if run.run_id not in scored_runs),
+        mean=mean(values),
+        mean_ci=_interval(t_interval(values, confidence)),
+        binary=bool(values) and all(v in (0.0, 1.0) for v in values),
+    )
+    raws = [x for x in (_raw_number(r.raw) for r in readings) if x is not None]
+    if raws:
+        summary.raw_mean = math.fsum(raws) / len(raws)
+        summary.raw_readings = len(raws)
+    if kind == "gauge":
+        return summary, []
+    passed = sum(1 for v in values if passes(v))
+    summary.passes = passed
+    summary.pass_rate = passed / len(values) if values else None
+    summary.pass_rate_ci = _interval(wilson_interval(passed, len(values), confidence))
+    if not ks:
+        return summary, []
+    case_of = {run.run_id: run.case_id for run in runs}
+    per_case: dict[str, list[bool]] = defaultdict(list)
+    for row in readings:
+        if row.run_id in case_of and row.value is not None:
+            per_case[case_of[row.run_id]].append(passes(row.value))
+    cases = []
+    for case_id, outcomes in sorted(per_case.items()):
+        n, c = len(outcomes), sum(outcomes)
+        cases.append(
+            wire.CaseFlakiness(
+                case_id=case_id,
+                name=name,
+                readings=n,
+                passes=c,
+                pass_at_k={k: pass_at_k(n, c, k) for k in ks},
+                pass_hat_k={k: pass_hat_k(n, c, k) for k in ks},
+                flaky=0 < c < n,
+            )
+        )
+    summary.pass_at_k = _mean_over_cases(cases, "pass_at_k", ks)
+    summary.pass_hat_k = _mean_over_cases(cases, "pass_hat_k", ks)
+    summary.flaky_cases = sum(1 for case in cases if case.flaky)
+    return summary, cases
+
+
+def _mean_over_cases(
+    cases: Sequence[wire.CaseFlakiness], attribute: str, ks: Sequence[int]
+) -> dict[int, float]:
+    result = {}
+    for k in ks:
+        found = [v for case in cases if (v := getattr(case, attribute)[k]) is not None]
+        if found:
+            result[k] = math.fsum(found) / len(found)
+    return result
+
+
+def summarize(
+    data: ExperimentReadings,
+    *,
+    ks: Iterable[int] | None = None,
+    confidence: float = CONFIDENCE,
+) -> wire.ExperimentScores:
+    """Every score name of an experiment; pass@k and pass^k per case with repetitions."""
+    chosen = resolve_ks(data.repetitions, ks)
+    scores, cases = [], []
+    for name, rows in _by_name(data.rows).items():
+        summary, flakiness = summarize_name(name, rows, data.runs, ks=chosen, confidence=confidence)
+        scores.append(summary)
+        cases.extend(flakiness)
+    cases.sort(key=lambda c: (c.case_id, c.name))
+    return wire.ExperimentScores(
+        experiment_id=data.experiment_id,
+        round=data.round,
+        repetitions=data.repetitions,
+        runs=len(data.runs),
+        confidence=confidence,
+        ks=chosen,
+        scores=scores,
+        cases=cases,
+    )
+
+
+# --------------------------------------------------------------------------- comparison
+
+Unit = tuple[str, int | None]
+
+
+def _unit_values(
+    data: ExperimentReadings, rows: Sequence[ScoreRow], by_repetition: bool
+) -> dict[Unit, float]:
+    """The mean reading of each unit (a case, or a case and repetition) that has one."""
+    runs = {run.run_id: run for run in data.runs}
+    collected: dict[Unit, list[float]] = defaultdict(list)
+    for row in rows:
+        run = runs.get(row.run_id)
+        if run is None or not row.is_reading or row.value is None:
+            continue
+        collected[(run.case_id, run.repetition if by_repetition else None)].append(row.value)
+    return {unit: math.fsum(vs) / len(vs) for unit, vs in collected.items()}
+
+
+def compare(
+    a: ExperimentReadings,
+    b: ExperimentReadings,
+    *,
+    gates: Sequence[Gate] = (),
+    no_regressions: bool = False,
+    seed: int = BOOTSTRAP_SEED,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    confidence: float = CONFIDENCE,
+) -> wire.Comparison:
+    """Compare B (the new experiment) with A (the baseline), and check the gates on B."""
+    if not 100 <= resamples <= MAX_RESAMPLES:
+        raise StatsError(f"resamples must be from 100 to {MAX_RESAMPLES}, got {resamples}")
+    by_repetition = a.repetitions > 1 and b.repetitions > 1
+    rows_a, rows_b = _by_name(a.rows), _by_name(b.rows)
+    scores = []
+    for name in sorted(set(rows_a) | set(rows_b)):
+        scores.append(
+            _compare_name(
+                name,
+                a,
+                b,
+                rows_a.get(name, []),
+                rows_b.get(name, []),
+                by_repetition=by_repetition,
+                seed=seed,
+                resamples=resamples,
+                confidence=confidence,
+            )
+        )
+    cases_a = {run.case_id for run in a.runs}
+    cases_b = {run.case_id for run in b.runs}
+    comparison = wire.Comparison(
+        a=a.experiment_id,
+        b=b.experiment_id,
+        a_round=a.round,
+        b_round=b.round,
+        paired_by="case+repetition" if by_repetition else "case",
+        cases_only_a=sorted(cases_a - cases_b),
+        cases_only_b=sorted(cases_b - cases_a),
+        confidence=confidence,
+        seed=seed,
+        resamples=resamples,
+        scores=scores,
+        regressions=sum(len(s.regressions) for s in scores),
+        improvements=sum(len(s.improvements) for s in scores),
+        gates=[],
+        passed=True,
+    )
+    results = [check_gate(gate, comparison) for gate in gates]
+    if no_regressions:
+        results.append(check_no_regressions(comparison))
+    comparison.gates = results
+    comparison.passed = all(r.passed for r in results)
+    return comparison
+
+
+def _compare_name(
+    name: str,
+    a: ExperimentReadings,
+    b: ExperimentReadings,
+    rows_a: Sequence[ScoreRow],
+    rows_b: Sequence[ScoreRow],
+    *,
+    by_repetition: bool,
+    seed: int,
+    resamples: int,
+    confidence: float,
+) -> wire.ScoreComparison:
+    kind = _kind([*rows_a, *rows_b])
+    summary_a = summarize_name(name, rows_a, a.runs, confidence=confidence)[0] if rows_a else None
+    summary_b = summarize_name(name, rows_b, b.runs, confidence=confidence)[0] if rows_b else None
+    units_a = _unit_values(a, rows_a, by_repetition)
+    units_b = _unit_values(b, rows_b, by_repetition)
+    paired = sorted(set(units_a) & set(units_b), key=lambda u: (u[0], u[1] or 0))
+    values_a = [units_a[u] for u in paired]
+    values_b = [units_b[u] for u in paired]
+    differences = [vb - va for va, vb in zip(values_a, values_b, strict=True)]
+    result = wire.ScoreComparison(
+        name=name,
+        kind=kind,
+        a=summary_a,
+        b=summary_b,
+        paired=len(paired),
+        only_a=len(set(units_a) - set(units_b)),
+        only_b=len(set(units_b) - set(units_a)),
+        mean_a=mean(values_a),
+        mean_b=mean(values_b),
+        mean_diff=mean(differences),
+        mean_diff_ci=_interval(
+            paired_bootstrap(
+                differences, resamples=resamples, seed=f"{seed}:{name}", confidence=confidence
+            )
+        ),
+        regressions=[],
+        improvements=[],
+        both_pass=None,
+        both_fail=None,
+        mcnemar_p=None,
+    )
+    if kind == "gauge":
+        return result
+    both_pass = both_fail = 0
+    for (case_id, repetition), va, vb in zip(paired, values_a, values_b, strict=True):
+        pa, pb = passes(va), passes(vb)
+        change = wire.UnitChange(case_id=case_id, repetition=repetition, a=va, b=vb)
+        if pa and not pb:
+            result.regressions.append(change)
+        elif pb and not pa:
+            result.improvements.append(change)
+        elif pa:
+            both_pass += 1
+        else:
+            both_fail += 1
+    if paired:
+        result.both_pass, result.both_fail = both_pass, both_fail
+        result.mcnemar_p = mcnemar_exact(len(result.regressions), len(result.improvements))
+    return result
+
+
+# --------------------------------------------------------------------------- gates
+
+Operator = Literal[">=", ">", "<=", "<", "=="]
+Stat = Literal["mean", "pass_rate", "raw_mean", "diff"]
+
+OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    ">=": lambda x, t: x >= t - _EPS,
+    ">": lambda x, t: x > t + _EPS,
+    "<=": lambda x, t: x <= t + _EPS,
+    "<": lambda x, t: x < t - _EPS,
+    "==": lambda x, t: abs(x - t) <= _EPS,
+}
+STATS: tuple[Stat, ...] = ("mean", "pass_rate", "raw_mean", "diff")
+_STAT_TEXT = {
+    "mean": "mean",
+    "pass_rate": "pass rate",
+    "raw_mean": "mean measurement",
+    "diff": "mean difference (B - A)",
+}
+_OPERATOR_RE = re.compile(r"(>=|<=|==|!=|=>|=<|>|<|=)")
+_MISTYPED = {"=>": ">=", "=<": "<=", "=": "=="}
+_FORM = "write a gate as SCORE[.STAT] OP NUMBER, e.g. accuracy>=0.8 or judge.pass_rate>=0.9"
+GATE_HELP = (
+    "SCORE[.STAT] OP NUMBER: STAT is mean (the default), pass_rate, raw_mean (a gauge's "
+    "measurement) or diff (mean of B - A over paired cases); OP is >=, >, <=, < or ==."
+)
+
+
+@dataclass(frozen=True)
+class Gate:
+    text: str
+    name: str
+    stat: Stat
+    operator: Operator
+    threshold: float
+
+
+def parse_gate(text: str) -> Gate:
+    """``accuracy>=0.8``, ``judge.pass_rate>0.9``, ``latency.raw_mean<=30``,
+    ``accuracy.diff>=-0.05``; StatsError naming the problem otherwise."""
+    shown = text.strip()
+    found = list(_OPERATOR_RE.finditer(shown))
+    if not found:
+        raise StatsError(f"gate {shown!r} has no comparison; {_FORM}")
+    if len(found) > 1:
+        raise StatsError(f"gate {shown!r} has more than one comparison; {_FORM}")
+    match = found[0]
+    operator = match[1]
+    if operator not in OPERATORS:
+        hint = f"did you mean {_MISTYPED[operator]}? " if operator in _MISTYPED else ""
+        raise StatsError(
+            f"gate {shown!r}: {operator!r} is not a gate operator; {hint}"
+            "use one of >=, >, <=, <, =="
+        )
+    left, right = shown[: match.start()].strip(), shown[match.end() :].strip()
+    name, stat = left, "mean"
+    for candidate in STATS:
+        if left.endswith("." + candidate):
+            name, stat = left[: -len(candidate) - 1].strip(), candidate
+            break
+    if not name:
+        raise StatsError(f"gate {shown!r} names no score; {_FORM}")
+    if right.endswith("%"):
+        raise StatsError(f"gate {shown!r}: write rates as fractions (0.8 for 80%)")
+    try:
+        threshold = float(right)
+    except ValueError:
+        raise StatsError(
+            f"gate {shown!r}: {right or 'nothing'!r} is not a number; {_FORM}"
+        ) from None
+    if not math.isfinite(threshold):
+        raise StatsError(f"gate {shown!r}: the threshold must be a finite number")
+    low, high = {"mean": (0, 1), "pass_rate": (0, 1), "diff": (-1, 1)}.get(stat, (None, None))
+    if low is not None and not low <= threshold <= high:
+        raise StatsError(
+            f"gate {shown!r}: a {_STAT_TEXT[stat]} lies from {low} to {high}, "
+            f"so {threshold:g} can never be met the way you mean; scores are fractions "
+            "(0.8, not 80)"
+        )
+    return Gate(shown, name, stat, operator, threshold)  # type: ignore[arg-type]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def check_gate(gate: Gate, comparison: wire.Comparison) -> wire.GateResult:
+    """A gate on experiment B (or, for ``diff``, on B - A over the paired units)."""
+
+    def fail(message: str, actual: float | None = None) -> wire.GateResult:
+        return wire.GateResult(
+            gate=gate.text,
+            passed=False,
+            actual=actual,
+            threshold=gate.threshold,
+            message=message,
+        )
+
+    score = next((s for s in comparison.scores if s.name == gate.name), None)
+    if score is None or (gate.stat != "diff" and score.b is None):
+        names = sorted(s.name for s in comparison.scores if s.b is not None)
+        known = f"its scores are {', '.join(names)}" if names else "it has no scores"
+        return fail(f"experiment {comparison.b} has no score named {gate.name!r} ({known})")
+    if gate.stat == "pass_rate" and score.kind == "gauge":
+        return fail(f"{gate.name} is a gauge: it measures and has no pass rate; gate its mean")
+    if gate.stat == "diff":
+        actual = score.mean_diff
+        where = f"over {score.paired} paired units"
+    else:
+        assert score.b is not None
+        actual = getattr(score.b, gate.stat)
+        where = f"in experiment {comparison.b}"
+    label = f"{gate.name} {_STAT_TEXT[gate.stat]}"
+    if actual is None:
+        return fail(f"{label} has no readings {where}")
+    if OPERATORS[gate.operator](actual, gate.threshold):
+        return wire.GateResult(
+            gate=gate.text,
+            passed=True,
+            actual=actual,
+            threshold=gate.threshold,
+            message=f"{label} {_fmt(actual)} {gate.operator} {_fmt(gate.threshold)}",
+        )
+    gap = abs(actual - gate.threshold)
+    if gate.operator in (">=", ">"):
+        by = f"short by {_fmt(gap)}" if gap > _EPS else "equal to it, and the gate needs more"
+    elif gate.operator in ("<=", "<"):
+        by = f"over by {_fmt(gap)}" if gap > _EPS else "equal to it, and the gate needs less"
+    else:
+        by = f"off by {_fmt(gap)}"
+    return fail(
+        f"{label} {_fmt(actual)} is not {gate.operator} {_fmt(gate.threshold)} ({by})",
+        actual,
+    )
+
+
+def check_no_regressions(comparison: wire.Comparison) -> wire.GateResult:
+    """Fails when any paired unit passes in A and fails in B, for any evaluator score."""
+    evaluators = [s for s in comparison.scores if s.kind == "evaluator"]
+    parts = []
+    for score in evaluators:
+        if score.regressions:
+            cases = [unit_text(c) for c in score.regressions[:5]]
+            more = f", +{len(score.regressions) - 5} more" if len(score.regressions) > 5 else ""
+            parts.append(f"{score.name} {len(score.regressions)} ({', '.join(cases)}{more})")
+    total = comparison.regressions
+    if total == 0:
+        message = f"no regressions across {len(evaluators)} evaluator scores"
+    else:
+        noun = "regression" if total == 1 else "regressions"
+        message = f"{total} {noun}: {'; '.join(parts)}"
+    return wire.GateResult(
+        gate="no regressions",
+        passed=total == 0,
+        actual=float(total),
+        threshold=0.0,
+        message=message,
+    )
+
+
+def unit_text(change: wire.UnitChange) -> str:
+    """``case`` or ``case#repetition``."""
+    return change.case_id if change.repetition is None else f"{change.case_id}#{change.repetition}"
