@@ -19,18 +19,31 @@ FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'spans'::regclass
 ORDER BY c.relname;
 
--- name: span_key_insert_many :many
--- Claim the keys of a batch's spans; returns only the keys that were new (not a retry).
-INSERT INTO span_keys (agent_id, trace_id, span_id, received_at)
-SELECT %(agent_id)s, k.trace_id, k.span_id, %(received_at)s
-FROM (
-    SELECT substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16) AS trace_id,
-           substring(%(span_ids)s::bytea FROM i * 8 + 1 FOR 8) AS span_id
-    FROM generate_series(0, length(%(span_ids)s::bytea) / 8 - 1) AS i
-) AS k
-ORDER BY k.trace_id, k.span_id
-ON CONFLICT DO NOTHING
-RETURNING trace_id, span_id;
+-- name: span_key_insert_many :one
+-- Claim the keys of a batch's spans; how many were new (the rest are a retried export).
+WITH claimed AS (
+    INSERT INTO span_keys (agent_id, trace_id, span_id, received_at)
+    SELECT %(agent_id)s, k.trace_id, k.span_id, %(received_at)s
+    FROM (
+        SELECT substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16) AS trace_id,
+               substring(%(span_ids)s::bytea FROM i * 8 + 1 FOR 8) AS span_id
+        FROM generate_series(0, length(%(span_ids)s::bytea) / 8 - 1) AS i
+    ) AS k
+    ORDER BY k.trace_id, k.span_id
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT count(*) AS claimed FROM claimed;
+
+-- name: span_key_list_claimed :many
+-- Which of a batch's keys it claimed itself (stamped with its received_at): asked only when
+-- some were not new. The batch holds its traces' locks, so no other batch stamped these.
+SELECT trace_id, span_id FROM span_keys
+WHERE agent_id = %(agent_id)s AND received_at = %(received_at)s
+  AND trace_id IN (
+      SELECT substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16)
+      FROM generate_series(0, length(%(trace_ids)s::bytea) / 16 - 1) AS i
+  );
 
 -- name: span_key_delete_many :exec
 -- Give back the keys of spans that were refused after all (over the session's size cap).

@@ -210,16 +210,25 @@ async def ingest(
             )
 
     # 4. dedupe on (trace id, span id)
-    new_keys = {
-        (row["trace_id"], row["span_id"])
-        for row in await conn.all(
-            "span_key_insert_many",
-            agent_id=agent_id,
-            trace_ids=b"".join(s.trace_id for s in spans),
-            span_ids=b"".join(s.span_id for s in spans),
-            received_at=received_at,
-        )
-    }
+    claimed = await conn.one(
+        "span_key_insert_many",
+        agent_id=agent_id,
+        trace_ids=b"".join(s.trace_id for s in spans),
+        span_ids=b"".join(s.span_id for s in spans),
+        received_at=received_at,
+    )
+    keys = {(s.trace_id, s.span_id) for s in spans}
+    if claimed is None or claimed["claimed"] < len(keys):  # a retry: find what is new
+        keys = {
+            (row["trace_id"], row["span_id"])
+            for row in await conn.all(
+                "span_key_list_claimed",
+                agent_id=agent_id,
+                received_at=received_at,
+                trace_ids=packed,
+            )
+        }
+    new_keys = keys
 
     # 5. the size cap
     accepted: list[Incoming] = []
