@@ -20,6 +20,7 @@ def register() -> None:
         harness,
         mappings,
         runs,
+        scores,
         server,
         sync,
         tokens,

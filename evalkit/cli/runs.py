@@ -407,4 +407,8 @@ def runs_show(
         for key, value in (r.trajectory_summary or {}).items():
             if value not in (None, [], {}):
                 say(f"    {key}: {value}")
+    # ---- scores, every round (evalkit/cli/scores.py)
+    from evalkit.cli.scores import print_run_scores
+
+    print_run_scores(r.id)
     return 0

@@ -25,6 +25,7 @@ TASK_MODULES = [
     "evalkit.jobs.runs",
     "evalkit.jobs.settle",
     "evalkit.jobs.otel",
+    "evalkit.jobs.scoring",
 ]
 
 app = procrastinate.App(

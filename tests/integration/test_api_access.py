@@ -118,6 +118,9 @@ OTEL_WRITES = {
     ("POST", "/api/otel/v1/logs"),
     ("POST", "/api/tokens/{token}/revoke"),
 }
+# Re-scoring an experiment: write access to its workspace; tested in test_scoring.py and
+# test_rescoring_needs_write_access below.
+SCORING_WRITES = {("POST", "/api/experiments/{experiment}/evaluate")}
 # POSTs that only read (any logged-in user); tested in test_fixture_urls.py.
 READ_POSTS = {("POST", "/api/fixtures/{sha256}/url")}
 
@@ -249,6 +252,7 @@ def test_every_non_public_route_is_classified(server):
     reads = {("GET", p) for _, p in declared} & declared
     unclassified = declared - PUBLIC - ADMIN_ONLY - reads - DATASET_WRITES - AGENT_WRITES
     unclassified -= READ_POSTS | EXPERIMENT_WRITES | OTEL_WRITES
+    unclassified -= SCORING_WRITES
     unclassified -= {("POST", "/api/auth/logout")}
     assert not unclassified, f"classify these routes in test_api_access.py: {unclassified}"
 
@@ -292,6 +296,17 @@ def test_experiment_driving_is_the_creators(server, admin_token):
         r = httpx.request(method, server.url + path, json=body, headers=auth)
         assert r.status_code == 403, (path, r.text)
         assert r.json()["error"]["code"] == "personal-agent-owner-only"
+
+
+def test_rescoring_needs_write_access(server, admin_token, user_token):
+    """Experiment 1 lives in alice's personal workspace: the admin may not re-score it;
+    alice may, once it has finished."""
+    path = f"{server.url}/api/experiments/1/evaluate"
+    r = httpx.post(path, json={}, headers={"Authorization": f"Bearer {admin_token}"})
+    assert r.status_code == 403, r.text
+    assert r.json()["error"]["code"] == "personal-owner-writes"
+    r = httpx.post(path, json={}, headers={"Authorization": f"Bearer {user_token}"})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "experiment-running", r.text
 
 
 def test_malformed_bodies_are_400_naming_the_field(server, admin_token):

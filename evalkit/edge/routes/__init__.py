@@ -11,6 +11,7 @@ from evalkit.edge.routes import (
     mappings,
     meta,
     otel,
+    scores,
     tokens,
     workspaces,
 )
@@ -25,6 +26,7 @@ ENDPOINTS: list[Endpoint] = [
     *mappings.ENDPOINTS,
     *harness.ENDPOINTS,
     *experiments.ENDPOINTS,
+    *scores.ENDPOINTS,
     *tokens.ENDPOINTS,
     *otel.ENDPOINTS,
 ]

@@ -1,0 +1,140 @@
+"""Scores: a run's scores (every round), an experiment's scoring rounds, and re-scoring an
+experiment's stored runs in a new round (``evalkit evaluate``)."""
+
+from __future__ import annotations
+
+from evalkit.auth import access
+from evalkit.cases.model import CUSTOM_NAME_RE
+from evalkit.edge.endpoint import Call, Endpoint
+from evalkit.errors import BadRequest, Conflict
+from evalkit.jobs.scoring import defer_scoring
+from evalkit.model import scores as wire
+from evalkit.scoring.run import identities, selector_names
+from evalkit.store import runs as runs_store
+from evalkit.store import scores as store
+from evalkit.store.workspaces import get_workspace
+
+
+def _id(call: Call, what: str) -> int:
+    text = call.param(what)
+    if not text.isdigit():
+        raise BadRequest(f"{what} ids are whole numbers, got {text!r}")
+    return int(text)
+
+
+async def run_scores(call: Call) -> list[wire.Score]:
+    access.require_read(call.actor)
+    run_id = _id(call, "run")
+    text = call.request.query_params.get("round")
+    if text is not None and not (text.isdigit() and int(text) >= 1):
+        raise BadRequest(f"round must be a whole number of at least 1, got {text!r}")
+    async with call.db.connection() as conn:
+        await store.run_round(conn, run_id)  # 404 for no such run
+        return await store.run_scores(conn, run_id, int(text) if text else None)
+
+
+async def experiment_rounds(call: Call) -> list[wire.ScoringRound]:
+    access.require_read(call.actor)
+    experiment_id = _id(call, "experiment")
+    async with call.db.connection() as conn:
+        await runs_store.experiment_row(conn, experiment_id)  # 404 for no such experiment
+        return await store.rounds(conn, experiment_id)
+
+
+async def experiment_evaluate(call: Call) -> wire.ScoringRound:
+    access.require_user(call.actor)
+    experiment_id = _id(call, "experiment")
+    async with call.db.connection() as conn:
+        row = await runs_store.experiment_row(conn, experiment_id)
+        ws = await get_workspace(conn, call.actor, row["workspace"])
+    access.require_write(call.actor, ws.facts, "re-score its experiments")
+    body: wire.EvaluateRequest = await call.payload()
+    only = _evaluator_names(body.evaluators)
+    if row["driver"] == "sdk":
+        raise Conflict(
+            f"experiment {experiment_id} was run from Python (run_experiment), so its Python "
+            "evaluators live in your script, where the server cannot call them; re-score it "
+            f"from the script with evalkit.sdk.evaluate_experiment(experiment_id={experiment_id}"
+            ", evaluators=[...])",
+            code="python-evaluators",
+        )
+    if row["status"] != "finished":
+        raise Conflict(
+            f"experiment {experiment_id} is still running; re-score it once every run has "
+            f"ended (`evalkit experiments show {experiment_id}`)",
+            code="experiment-running",
+        )
+    async with call.db.transaction() as conn:
+        run_ids = await store.scorable_runs(conn, experiment_id)
+        if not run_ids:
+            raise BadRequest(
+                f"experiment {experiment_id} has no run that reached scoring (every run "
+                "errored before the agent answered), so there is nothing to re-score; run "
+                "the agent again with `evalkit run`",
+                code="nothing-to-score",
+            )
+        round_ = await store.open_round(conn, experiment_id, only, call.actor.user_id)
+        if only is not None:
+            rerun, rerun_custom = identities(only)
+            await store.carry_forward(conn, experiment_id, round_, rerun, rerun_custom)
+        await defer_scoring(conn, run_ids, round_, only)
+    async with call.db.connection() as conn:
+        found = [r for r in await store.rounds(conn, experiment_id) if r.round == round_]
+    opened = found[0] if found else wire.ScoringRound(experiment_id=experiment_id, round=round_)
+    opened.runs = len(run_ids)
+    return opened
+
+
+def _evaluator_names(names: list[str] | None) -> list[str] | None:
+    if names is None:
+        return None
+    if not names:
+        raise BadRequest(
+            "evaluators is an empty list; name at least one, or leave it out to run every "
+            "evaluator the cases select",
+            code="bad-evaluator",
+        )
+    known = selector_names()
+    bad = [
+        n
+        for n in names
+        if n not in known
+        and not (n.startswith("custom.") and CUSTOM_NAME_RE.match(n.removeprefix("custom.")))
+    ]
+    if bad:
+        raise BadRequest(
+            f"unknown evaluator {', '.join(map(repr, bad))}; name a built-in "
+            f"({', '.join(known[:-2])}), judge, custom (every custom evaluator) or custom.NAME",
+            code="bad-evaluator",
+        )
+    return list(dict.fromkeys(names))
+
+
+ENDPOINTS = [
+    Endpoint(
+        "GET",
+        "/api/runs/{run}/scores",
+        run_scores,
+        "A run's scores, every scoring round, newest first (?round=N: one round)",
+        returns=list[wire.Score],
+        tags=["scores"],
+    ),
+    Endpoint(
+        "GET",
+        "/api/experiments/{experiment}/rounds",
+        experiment_rounds,
+        "An experiment's scoring rounds, newest first, with totals per score name",
+        returns=list[wire.ScoringRound],
+        tags=["scores"],
+    ),
+    Endpoint(
+        "POST",
+        "/api/experiments/{experiment}/evaluate",
+        experiment_evaluate,
+        "Re-score an experiment's stored runs in a new scoring round (the agent is not run)",
+        body=wire.EvaluateRequest,
+        returns=wire.ScoringRound,
+        status=201,
+        tags=["scores"],
+    ),
+]

@@ -1,0 +1,334 @@
+"""Scoring one run: pick the evaluators its case selects, run them side by side, store what
+they give.
+
+Every evaluator's outcome becomes scores, whatever happens: an exception or a timeout is an
+error score, never a failed job. Each evaluator's scores are stored as soon as it ends, with
+``ON CONFLICT DO NOTHING`` on (run, round, name), and an evaluator that already stored
+scores for the run and round is not asked again, so a replayed job (a worker died) costs
+no second judge call and changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import msgspec
+
+from evalkit.cases.model import BUILTIN_EVALUATORS
+from evalkit.config import Settings
+from evalkit.db import Database
+from evalkit.errors import EvalkitError
+from evalkit.scoring.builtins import BUILTINS, EVALUATOR_VERSION, EvaluatorError
+from evalkit.scoring.model import RunContext, ScoreItem, ScoreKind
+from evalkit.store import scores as store
+
+__all__ = [
+    "CONCURRENCY",
+    "EVALUATOR_TIMEOUT_SECONDS",
+    "Selected",
+    "identities",
+    "score_run",
+    "select_evaluators",
+    "selector_names",
+]
+
+log = logging.getLogger("evalkit.scoring")
+
+CONCURRENCY = 4
+"""Evaluators of one run that run at the same time."""
+EVALUATOR_TIMEOUT_SECONDS = 900.0
+"""A safety net: the longest one evaluator may take. The judge and remote evaluators keep
+their own, shorter timeouts (a judge retrying with backoff may take several minutes)."""
+MAX_TEXT = 4000
+"""Characters kept of an explanation or an error."""
+
+
+@dataclass(frozen=True)
+class Selected:
+    """One evaluator a case selects: its key under ``evaluators:`` (``custom.NAME`` for a
+    custom one), who it is (``ScoreItem.evaluator``) and its config, as written."""
+
+    key: str
+    identity: str
+    config: Any
+    kind: ScoreKind = "evaluator"
+
+    @property
+    def score_name(self) -> str:
+        """The name of its score when it fails: its key, or NAME for ``custom.NAME``."""
+        return self.key.removeprefix("custom.")
+
+
+def selector_names() -> tuple[str, ...]:
+    """What ``--evaluator`` accepts besides ``custom.NAME``."""
+    return (*BUILTIN_EVALUATORS, "judge", "custom")
+
+
+def select_evaluators(evaluators: Any, only: list[str] | None = None) -> list[Selected]:
+    """The evaluators a case's ``evaluators:`` block turns on (``null`` and ``false`` are
+    off), limited to ``only`` when it is given."""
+    block = evaluators if isinstance(evaluators, dict) else {}
+    chosen: list[Selected] = []
+    for name in BUILTIN_EVALUATORS:
+        config = block.get(name)
+        if config is None or config is False:
+            continue
+        kind: ScoreKind = "gauge" if name in _GAUGES else "evaluator"
+        chosen.append(Selected(name, f"builtin:{name}", config, kind))
+    if block.get("judge") is not None:
+        chosen.append(Selected("judge", "judge", block["judge"]))
+    custom = block.get("custom")
+    if isinstance(custom, dict):
+        for name, config in custom.items():
+            chosen.append(Selected(f"custom.{name}", f"remote:{name}", config))
+    for name in block:
+        if name not in (*BUILTIN_EVALUATORS, "judge", "custom"):
+            chosen.append(Selected(name, "unknown", block[name]))
+    if only is None:
+        return chosen
+    wanted = set(only)
+    return [
+        s for s in chosen if s.key in wanted or ("custom" in wanted and s.key.startswith("custom."))
+    ]
+
+
+def identities(only: list[str]) -> tuple[list[str], bool]:
+    """The evaluator identities (``ScoreItem.evaluator``) that ``only`` re-runs, and whether
+    it re-runs every custom evaluator (``custom``)."""
+    found: list[str] = []
+    for key in only:
+        if key in BUILTIN_EVALUATORS:
+            found.append(f"builtin:{key}")
+        elif key == "judge":
+            found.append("judge")
+        elif key.startswith("custom."):
+            found.append(f"remote:{key.removeprefix('custom.')}")
+    return found, "custom" in only
+
+
+_GAUGES = frozenset({"latency", "tokens", "cost", "steps", "tool_call_count"})
+
+
+async def score_run(
+    db: Database,
+    run_id: int,
+    *,
+    round: int | None = None,
+    only: list[str] | None = None,
+    settings: Settings,
+    http: httpx.AsyncClient,
+    timeout: float = EVALUATOR_TIMEOUT_SECONDS,
+    concurrency: int = CONCURRENCY,
+) -> list[ScoreItem]:
+    """Score run ``run_id`` in ``round`` (None: the experiment's current round) with the
+    evaluators its case selects (only those named in ``only``, when given). Returns every
+    score of the run in that round, those a previous attempt stored included."""
+    async with db.connection() as conn:
+        loaded = await store.run_context(conn, run_id)
+        round_ = loaded.current_round if round is None else round
+        done = await store.stored_evaluators(conn, run_id, round_)
+    ctx = loaded.ctx
+    todo = [
+        s for s in select_evaluators(ctx.case.get("evaluators"), only) if s.identity not in done
+    ]
+    limit = asyncio.Semaphore(max(concurrency, 1))
+    services = _Services(db, settings, http)
+
+    async def one(selected: Selected) -> None:
+        async with limit:
+            items = await _guarded(selected, ctx, services, timeout)
+        async with db.connection() as conn:
+            await store.insert_scores(conn, run_id, round_, items)
+
+    await asyncio.gather(*(one(s) for s in todo))
+    async with db.connection() as conn:
+        return [store.as_item(s) for s in await store.run_scores(conn, run_id, round_)]
+
+
+async def _guarded(
+    selected: Selected, ctx: RunContext, services: _Services, timeout: float
+) -> list[ScoreItem]:
+    """Run one evaluator; whatever happens, scores come back (an error score at worst)."""
+    try:
+        call = _call_for(selected, services)
+        items = await asyncio.wait_for(call(ctx, selected.config), timeout)
+    except TimeoutError:
+        return [_error(selected, f"{selected.key} did not finish within {timeout:g} s")]
+    except EvaluatorError as exc:
+        return [_error(selected, f"{selected.key}: {exc}")]
+    except EvalkitError as exc:
+        return [_error(selected, f"{selected.key}: {exc.message}")]
+    except Exception as exc:
+        log.exception("run %s: evaluator %s raised", ctx.run_id, selected.key)
+        return [_error(selected, f"{selected.key} failed: {type(exc).__name__}: {exc}")]
+    if not isinstance(items, list) or not items:
+        return [_error(selected, f"{selected.key} gave no scores")]
+    return _unique([_checked(selected, item) for item in items])
+
+
+Call = Callable[[RunContext, Any], Awaitable[list[ScoreItem]]]
+
+
+class _Services:
+    """What the judge and remote evaluators need, loaded once per scored run and only when
+    a case selects them: the default judge and the agent's workspace's remote evaluators."""
+
+    def __init__(self, db: Database, settings: Settings, http: httpx.AsyncClient) -> None:
+        self.db, self.settings, self.http = db, settings, http
+        self._lock = asyncio.Lock()
+        self._judges: dict[str | None, Any] = {}
+        self._remotes: dict[str, Any] | None = None
+
+    def _box(self) -> Any:
+        from evalkit.auth.secrets import SecretBox
+
+        return SecretBox(self.settings.encryption_key)
+
+    async def judge(self, model: str | None) -> Any:
+        from evalkit.scoring import judge
+
+        async with self._lock:
+            if model not in self._judges:
+                async with self.db.connection() as conn:
+                    self._judges[model] = await judge.load_judge(conn, self._box(), model)
+            return self._judges[model]
+
+    async def remotes(self, workspace_id: int) -> dict[str, Any]:
+        from evalkit.scoring import remote
+
+        async with self._lock:
+            if self._remotes is None:
+                async with self.db.connection() as conn:
+                    self._remotes = await remote.load_evaluators(conn, self._box(), workspace_id)
+            return self._remotes
+
+
+def _call_for(selected: Selected, services: _Services) -> Call:
+    if selected.key in BUILTINS:
+        return BUILTINS[selected.key]
+    if selected.key == "judge":
+        return _judge_call(services)
+    if selected.key.startswith("custom."):
+        return _remote_call(selected.key.removeprefix("custom."), services)
+    raise EvaluatorError(
+        f"`{selected.key}` is not an evaluator evalkit knows; fix the case's `evaluators:` "
+        "block (`evalkit lint` names the problem)"
+    )
+
+
+def _judge_call(services: _Services) -> Call:
+    try:
+        from evalkit.cases.model import JudgeConfig
+        from evalkit.scoring import judge
+    except ImportError:
+        raise EvaluatorError("the LLM judge is not available yet in this build") from None
+
+    async def grade(ctx: RunContext, config: Any) -> list[ScoreItem]:
+        try:
+            cfg = msgspec.convert(config, JudgeConfig)
+        except msgspec.ValidationError as exc:
+            raise EvaluatorError(f"the config is not usable: {exc}") from None
+        setup = await services.judge(cfg.model)
+        if setup is None:
+            return [judge.no_judge_item(cfg.model)]
+        items: list[ScoreItem] = await judge.grade(ctx, cfg, judge=setup, http=services.http)
+        return items
+
+    return grade
+
+
+def _remote_call(name: str, services: _Services) -> Call:
+    try:
+        from evalkit.scoring import remote
+    except ImportError:
+        raise EvaluatorError("remote evaluators are not available yet in this build") from None
+
+    async def evaluate(ctx: RunContext, config: Any) -> list[ScoreItem]:
+        found = (await services.remotes(ctx.workspace_id)).get(name)
+        if found is None:
+            return [
+                ScoreItem(
+                    name=name,
+                    value=None,
+                    skipped=(
+                        f"the agent's workspace has no remote evaluator named {name!r} (a Python "
+                        "evaluator is run by the SDK; a remote one is registered with "
+                        "`evalkit evaluators create`)"
+                    ),
+                    evaluator=f"remote:{name}",
+                )
+            ]
+        items: list[ScoreItem] = await remote.evaluate(
+            ctx, name, config, evaluator=found, http=services.http
+        )
+        return items
+
+    return evaluate
+
+
+def _error(selected: Selected, message: str) -> ScoreItem:
+    return ScoreItem(
+        name=selected.score_name,
+        value=None,
+        kind=selected.kind,
+        error=_clip(message),
+        evaluator=selected.identity,
+        evaluator_version=EVALUATOR_VERSION if selected.identity.startswith("builtin:") else None,
+    )
+
+
+def _checked(selected: Selected, item: Any) -> ScoreItem:
+    """A score the database will take: a value in [0, 1] or None, a known kind, a name,
+    JSON for ``raw``; anything else becomes an error score saying what was wrong."""
+    if not isinstance(item, ScoreItem):
+        return _error(selected, f"{selected.key} gave {type(item).__name__}, not a ScoreItem")
+    problem = None
+    if not item.name:
+        problem = "a score with no name"
+    elif item.kind not in ("evaluator", "gauge"):
+        problem = f"score {item.name!r} of kind {item.kind!r}"
+    elif item.value is not None and not (
+        isinstance(item.value, int | float) and math.isfinite(item.value) and 0 <= item.value <= 1
+    ):
+        problem = f"score {item.name!r} with value {item.value!r}, outside [0, 1]"
+    else:
+        try:
+            msgspec.json.encode(item.raw)
+        except (TypeError, msgspec.EncodeError):
+            problem = f"score {item.name!r} with a raw value that is not JSON"
+    if problem is not None:
+        broken = _error(selected, f"{selected.key} gave {problem}")
+        return msgspec.structs.replace(broken, name=item.name or selected.score_name)
+    return msgspec.structs.replace(
+        item,
+        value=None if item.value is None else float(item.value),
+        explanation=_clip(item.explanation),
+        error=_clip(item.error),
+        skipped=_clip(item.skipped),
+    )
+
+
+def _unique(items: list[ScoreItem]) -> list[ScoreItem]:
+    seen: set[str] = set()
+    kept = []
+    for item in items:
+        if item.name in seen:
+            log.warning(
+                "evaluator %s gave score %r twice; kept the first", item.evaluator, item.name
+            )
+            continue
+        seen.add(item.name)
+        kept.append(item)
+    return kept
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_TEXT:
+        return text
+    return text[: MAX_TEXT - 3] + "..."

@@ -1,0 +1,175 @@
+"""Scores: the context a run is scored in, storing scores, rounds, and reading them back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from evalkit.cases.model import canonical_json
+from evalkit.cases.suite import apply_overlay
+from evalkit.db import Conn
+from evalkit.errors import NotFound
+from evalkit.model import scores as wire
+from evalkit.model.harness import Provides
+from evalkit.scoring.model import RunContext, ScoreItem
+
+_json = msgspec.json.Encoder()
+
+
+class Loaded(msgspec.Struct, kw_only=True):
+    ctx: RunContext
+    current_round: int
+    driver: str
+
+
+async def run_context(conn: Conn, run_id: int) -> Loaded:
+    """The run as its evaluators see it (see :func:`context_from_row`)."""
+    row = await conn.one("score_context_get", run_id=run_id)
+    if row is None:
+        raise NotFound(f"no run {run_id}; see `evalkit experiments show ID`", code="no-such-run")
+    return Loaded(
+        ctx=context_from_row(row), current_round=row["scoring_round"], driver=row["driver"]
+    )
+
+
+def context_from_row(row: dict[str, Any]) -> RunContext:
+    """The case's effective content is its pinned version with the overlay applied; the
+    agent's ``provides`` overrides, key by key, what the experiment recorded; a run with
+    only structured output has that output, as canonical JSON, for its answer."""
+    content = row["content"]
+    if row["target_content"] is not None:
+        content = apply_overlay(row["target_content"], content)
+    answer, output = row["answer"], row["output"]
+    if answer is None and output is not None:
+        answer = canonical_json(output).decode()
+    valid = row["trajectory_valid"]
+    return RunContext(
+        run_id=row["run_id"],
+        experiment_id=row["experiment_id"],
+        workspace_id=row["agent_workspace_id"],
+        case_id=row["case_id"],
+        repetition=row["repetition"],
+        case=content,
+        answer=answer,
+        output=output,
+        trajectory=row["trajectory"] if valid else None,
+        trajectory_valid=valid,
+        provides=provides_of(row["capabilities"], row["agent_provides"]),
+        model=row["model"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        state=row["state"],
+        harness_status=row["harness_status"],
+        timed_out=row["timed_out"],
+    )
+
+
+def provides_of(
+    capabilities: dict[str, Any] | None, agent_provides: dict[str, Any] | None
+) -> Provides:
+    merged = dict((capabilities or {}).get("provides") or {})
+    merged.update(agent_provides or {})
+    known = {name: bool(merged[name]) for name in Provides.__struct_fields__ if name in merged}
+    return Provides(**known)
+
+
+async def stored_evaluators(conn: Conn, run_id: int, round: int) -> set[str]:
+    rows = await conn.all("scores_evaluators_stored", run_id=run_id, round=round)
+    return {row["evaluator"] for row in rows}
+
+
+async def insert_scores(conn: Conn, run_id: int, round: int, items: list[ScoreItem]) -> None:
+    """Store ``items``; a name already stored for the run and round is left as it was."""
+    if not items:
+        return
+    await conn.execute(
+        "scores_insert",
+        run_id=run_id,
+        round=round,
+        names=[i.name for i in items],
+        values=[i.value for i in items],
+        kinds=[i.kind for i in items],
+        explanations=[i.explanation for i in items],
+        errors=[i.error for i in items],
+        skipped=[i.skipped for i in items],
+        evaluators=[i.evaluator for i in items],
+        versions=[i.evaluator_version for i in items],
+        judge_models=[i.judge_model for i in items],
+        prompt_hashes=[i.prompt_hash for i in items],
+        raws=[None if i.raw is None else _json.encode(i.raw).decode() for i in items],
+    )
+
+
+async def run_scores(conn: Conn, run_id: int, round: int | None = None) -> list[wire.Score]:
+    """A run's scores, newest round first (one round with ``round``)."""
+    rows = await conn.all("scores_list_by_run", run_id=run_id, round=round)
+    return [wire.Score(**row) for row in rows]
+
+
+def as_item(score: wire.Score) -> ScoreItem:
+    fields = msgspec.structs.asdict(score)
+    del fields["round"], fields["created_at"]
+    return ScoreItem(**fields)
+
+
+async def open_round(
+    conn: Conn, experiment_id: int, evaluators: list[str] | None, created_by: int | None
+) -> int:
+    """The experiment's next scoring round, recorded (call inside a transaction)."""
+    row = await conn.one("experiment_round_next", experiment_id=experiment_id)
+    if row is None:
+        raise NotFound(
+            f"no experiment {experiment_id}; see `evalkit experiments list`",
+            code="no-such-experiment",
+        )
+    round_: int = row["scoring_round"]
+    await conn.execute(
+        "scoring_round_insert",
+        experiment_id=experiment_id,
+        round=round_,
+        evaluators=evaluators,
+        created_by=created_by,
+    )
+    return round_
+
+
+async def carry_forward(
+    conn: Conn, experiment_id: int, round: int, rerun: list[str], rerun_custom: bool
+) -> None:
+    """Copy round ``round - 1``'s scores into ``round``, but those of the evaluators in
+    ``rerun`` (identities, e.g. ``builtin:regex``) and, with ``rerun_custom``, of every
+    remote evaluator."""
+    await conn.execute(
+        "scores_carry_forward",
+        experiment_id=experiment_id,
+        round=round,
+        rerun=rerun,
+        rerun_custom=rerun_custom,
+    )
+
+
+async def scorable_runs(conn: Conn, experiment_id: int) -> list[int]:
+    return [row["id"] for row in await conn.all("runs_scorable", experiment_id=experiment_id)]
+
+
+async def rounds(conn: Conn, experiment_id: int) -> list[wire.ScoringRound]:
+    """Every round of the experiment, newest first, with totals per score name."""
+    totals: dict[int, list[wire.ScoreTotals]] = {}
+    for row in await conn.all("scores_totals_by_round", experiment_id=experiment_id):
+        round_ = row.pop("round")
+        totals.setdefault(round_, []).append(wire.ScoreTotals(**row))
+    rows = await conn.all("scoring_rounds_list", experiment_id=experiment_id)
+    return [
+        wire.ScoringRound(experiment_id=experiment_id, **row, totals=totals.get(row["round"], []))
+        for row in rows
+    ]
+
+
+async def run_round(conn: Conn, run_id: int) -> int:
+    """The current scoring round of the run's experiment (NotFound for no such run)."""
+    row = await conn.one("run_scoring_round_get", run_id=run_id)
+    if row is None:
+        raise NotFound(f"no run {run_id}; see `evalkit experiments show ID`", code="no-such-run")
+    current: int = row["scoring_round"]
+    return current
