@@ -391,7 +391,7 @@ def parse_verdict(content: str, *, plain: bool) -> Verdict:
     except msgspec.ValidationError as exc:
         raise _Unreadable(f"the JSON breaks the answer's schema: {exc}") from None
     except msgspec.DecodeError as exc:
-        raise _Unreadable(f"it is not valid JSON: {exc}", prose=True) from None
+        raise _Unreadable(f"it is not valid JSON: {exc}") from None
 
 
 # --------------------------------------------------------------------------- the setup

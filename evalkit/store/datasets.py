@@ -13,6 +13,7 @@ from evalkit.db import Conn
 from evalkit.errors import BadRequest, Conflict, NotFound
 from evalkit.model import datasets as wire
 from evalkit.model.names import check_name
+from evalkit.store.evaluators import evaluator_names
 from evalkit.store.workspaces import WorkspaceRow
 
 _json = msgspec.json.Encoder()
@@ -111,12 +112,8 @@ async def record_fixture(conn: Conn, actor: Actor, sha256: str, size: int, blob_
 
 
 async def known_custom_evaluators(conn: Conn, ws: WorkspaceRow, names: list[str]) -> set[str]:
-    """The given custom evaluator names the workspace has a remote evaluator for.
-
-    There are no remote evaluators yet, so no name is known; once the ``evaluators`` table
-    exists this selects ``name = ANY(names)`` of the workspace.
-    """
-    return set()
+    """The given custom evaluator names the workspace has a remote evaluator for."""
+    return await evaluator_names(conn, ws.id, names)
 
 
 async def ids_taken_elsewhere(

@@ -74,16 +74,8 @@ async def list_evaluators(conn: Conn, ws: WorkspaceRow | None) -> list[wire.Eval
     return [_evaluator(r) for r in rows]
 
 
-async def create_evaluator(
-    conn: Conn,
-    actor: Actor,
-    ws: WorkspaceRow,
-    body: wire.EvaluatorCreate,
-    box: SecretBox | None,
-) -> wire.Evaluator:
-    """Create a remote evaluator; ``box`` encrypts ``body.api_key`` (needed only when one is
-    given). The caller checks the endpoint against the egress policy."""
-    ref = f"{body.name}@{ws.facts.name}"
+def check_evaluator(body: wire.EvaluatorCreate) -> None:
+    """The rules on a new remote evaluator that need no database."""
     if not CUSTOM_NAME_RE.match(body.name):
         raise BadRequest(
             f"evaluator {body.name!r} is not a valid name: use {NAME_RULE}", code="bad-name"
@@ -100,6 +92,19 @@ async def create_evaluator(
         check_api_key(body.api_key)
     if body.api_key_env is not None:
         check_env_name(body.api_key_env)
+
+
+async def create_evaluator(
+    conn: Conn,
+    actor: Actor,
+    ws: WorkspaceRow,
+    body: wire.EvaluatorCreate,
+    box: SecretBox | None,
+) -> wire.Evaluator:
+    """Create a remote evaluator; ``box`` encrypts ``body.api_key`` (needed only when one is
+    given). The caller checks the endpoint against the egress policy."""
+    ref = f"{body.name}@{ws.facts.name}"
+    check_evaluator(body)
     row = await conn.one(
         "evaluator_insert",
         workspace_id=ws.id,

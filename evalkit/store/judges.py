@@ -122,17 +122,22 @@ async def list_providers(conn: Conn) -> list[wire.LlmProvider]:
     return [_provider(r) for r in await conn.all("llm_provider_list", name=None)]
 
 
-async def create_provider(
-    conn: Conn, actor: Actor, body: wire.LlmProviderCreate, box: SecretBox | None
-) -> wire.LlmProvider:
-    """Create a provider; ``box`` encrypts ``body.api_key`` (needed only when one is given).
-    The caller checks the base URL against the egress policy."""
+def check_provider(body: wire.LlmProviderCreate) -> None:
+    """The rules on a new provider that need no database."""
     check_name("LLM provider", body.name)
     check_base_url(body.base_url)
     if body.api_key is not None:
         check_api_key(body.api_key)
     if body.api_key_env is not None:
         check_env_name(body.api_key_env)
+
+
+async def create_provider(
+    conn: Conn, actor: Actor, body: wire.LlmProviderCreate, box: SecretBox | None
+) -> wire.LlmProvider:
+    """Create a provider; ``box`` encrypts ``body.api_key`` (needed only when one is given).
+    The caller checks the base URL against the egress policy."""
+    check_provider(body)
     row = await conn.one(
         "llm_provider_insert",
         name=body.name,
