@@ -63,6 +63,11 @@ ADMIN_ONLY = {
     ("POST", "/api/workspaces/{workspace}/members"),
     ("DELETE", "/api/workspaces/{workspace}/members/{username}"),
     ("PUT", "/api/workspaces/{workspace}/promotion"),
+    # LLM providers and the default judge; their rules are tested in test_judge.py
+    ("POST", "/api/llm-providers"),
+    ("DELETE", "/api/llm-providers/{provider}"),
+    ("PUT", "/api/judge-default"),
+    ("DELETE", "/api/judge-default"),
 }
 
 
@@ -78,6 +83,8 @@ PARAMS = {
     "version": "1",
     "token": "1",
     "session": "s1",
+    "provider": "openai",
+    "evaluator": "checker",
 }
 # Non-admin writes of datasets and cases; their rules are tested in test_datasets_*.py.
 DATASET_WRITES = {
@@ -103,6 +110,9 @@ AGENT_WRITES = {
     ("POST", "/api/workspaces/{workspace}/agents/{agent}/mappings/{version}/activate"),
     # agent tokens; their rules are tested in test_otel_tokens.py
     ("POST", "/api/workspaces/{workspace}/agents/{agent}/tokens"),
+    # remote evaluators; their rules are tested in test_remote_evaluators.py
+    ("POST", "/api/workspaces/{workspace}/evaluators"),
+    ("DELETE", "/api/workspaces/{workspace}/evaluators/{evaluator}"),
 }
 # Starting and driving experiments; their rules are tested in test_runs_*.py.
 EXPERIMENT_WRITES = {

@@ -5,9 +5,11 @@ from evalkit.edge.routes import (
     accounts,
     agents,
     datasets,
+    evaluators,
     experiments,
     fixtures,
     harness,
+    judges,
     mappings,
     meta,
     otel,
@@ -29,4 +31,6 @@ ENDPOINTS: list[Endpoint] = [
     *scores.ENDPOINTS,
     *tokens.ENDPOINTS,
     *otel.ENDPOINTS,
+    *judges.ENDPOINTS,
+    *evaluators.ENDPOINTS,
 ]
