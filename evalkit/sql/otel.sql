@@ -86,26 +86,6 @@ ON CONFLICT (agent_id, trace_id) DO UPDATE SET agent_id = t.agent_id
 RETURNING t.trace_id, t.session_id, t.pending_spans, t.pending_bytes, t.first_span_at,
           t.last_span_at;
 
--- name: trace_session_update_many :exec
--- Write back a batch's traces: their session (once known) and what is still pending.
-UPDATE trace_sessions t
-SET session_id = u.session_id,
-    pending_spans = u.pending_spans,
-    pending_bytes = u.pending_bytes,
-    first_span_at = u.first_span_at,
-    last_span_at = u.last_span_at,
-    last_received_at = %(received_at)s
-FROM (
-    SELECT substring(%(trace_ids)s::bytea FROM (n * 16 - 15)::integer FOR 16) AS trace_id, session_id,
-           pending_spans, pending_bytes, first_span_at, last_span_at
-    FROM unnest(
-        %(session_ids)s::text[], %(pending_spans)s::integer[], %(pending_bytes)s::bigint[],
-        %(first_span_at)s::timestamptz[], %(last_span_at)s::timestamptz[]
-    ) WITH ORDINALITY AS v (session_id, pending_spans, pending_bytes, first_span_at,
-                            last_span_at, n)
-) AS u
-WHERE t.agent_id = %(agent_id)s AND t.trace_id = u.trace_id;
-
 -- name: trace_session_delete_before :exec
 -- Forget traces that received nothing since the cutoff (their spans are gone).
 DELETE FROM trace_sessions WHERE last_received_at < %(cutoff)s;
@@ -116,29 +96,6 @@ INSERT INTO sessions AS s (agent_id, session_id)
 SELECT %(agent_id)s, id FROM unnest(%(session_ids)s::text[]) AS id ORDER BY id
 ON CONFLICT (agent_id, session_id) DO UPDATE SET agent_id = s.agent_id
 RETURNING s.session_id, s.bytes, s.truncated;
-
--- name: session_update_many :exec
--- Add a batch's accepted (and refused) spans to their sessions.
-UPDATE sessions s
-SET span_count = s.span_count + u.spans,
-    bytes = s.bytes + u.bytes,
-    rejected_spans = s.rejected_spans + u.rejected,
-    truncated = s.truncated OR u.truncated,
-    first_span_at = CASE
-        WHEN s.first_span_at IS NULL THEN u.first_span_at
-        WHEN u.first_span_at IS NULL THEN s.first_span_at
-        ELSE least(s.first_span_at, u.first_span_at) END,
-    last_span_at = CASE
-        WHEN s.last_span_at IS NULL THEN u.last_span_at
-        WHEN u.last_span_at IS NULL THEN s.last_span_at
-        ELSE greatest(s.last_span_at, u.last_span_at) END,
-    last_received_at = %(received_at)s
-FROM unnest(
-    %(session_ids)s::text[], %(spans)s::integer[], %(bytes)s::bigint[],
-    %(rejected)s::integer[], %(truncated)s::boolean[],
-    %(first_span_at)s::timestamptz[], %(last_span_at)s::timestamptz[]
-) AS u (session_id, spans, bytes, rejected, truncated, first_span_at, last_span_at)
-WHERE s.agent_id = %(agent_id)s AND s.session_id = u.session_id;
 
 -- name: session_get :one
 -- One session with its agent's name and workspace.
@@ -167,8 +124,54 @@ DELETE FROM sessions WHERE last_received_at < %(cutoff)s;
 SELECT queueing_lock FROM procrastinate_jobs
 WHERE status = 'todo' AND queueing_lock = ANY(%(locks)s::text[]);
 
--- name: session_list_collecting :many
--- Which of these sessions a run of the agent is waiting on (state collecting).
-SELECT DISTINCT session_id FROM runs
-WHERE agent_id = %(agent_id)s AND session_id = ANY(%(session_ids)s::text[])
-  AND state = 'collecting';
+-- name: session_update_batch :many
+-- Write back a batch in one statement: its traces (session once known, what is still
+-- pending), its sessions (spans, bytes, refusals, times), and return the sessions that a
+-- run of the agent waits on (state collecting), which get a settle job. (Both UPDATEs run
+-- in full whether or not the SELECT reads them.)
+WITH traces AS (
+    UPDATE trace_sessions t
+    SET session_id = u.session_id,
+        pending_spans = u.pending_spans,
+        pending_bytes = u.pending_bytes,
+        first_span_at = u.first_span_at,
+        last_span_at = u.last_span_at,
+        last_received_at = %(received_at)s
+    FROM (
+        SELECT substring(%(trace_ids)s::bytea FROM (n * 16 - 15)::integer FOR 16) AS trace_id,
+               session_id, pending_spans, pending_bytes, first_span_at, last_span_at
+        FROM unnest(
+            %(t_session_ids)s::text[], %(t_pending_spans)s::integer[],
+            %(t_pending_bytes)s::bigint[], %(t_first_span_at)s::timestamptz[],
+            %(t_last_span_at)s::timestamptz[]
+        ) WITH ORDINALITY AS v (session_id, pending_spans, pending_bytes, first_span_at,
+                                last_span_at, n)
+    ) AS u
+    WHERE t.agent_id = %(agent_id)s AND t.trace_id = u.trace_id
+),
+sessions AS (
+    UPDATE sessions s
+    SET span_count = s.span_count + u.spans,
+        bytes = s.bytes + u.bytes,
+        rejected_spans = s.rejected_spans + u.rejected,
+        truncated = s.truncated OR u.truncated,
+        first_span_at = CASE
+            WHEN s.first_span_at IS NULL THEN u.first_span_at
+            WHEN u.first_span_at IS NULL THEN s.first_span_at
+            ELSE least(s.first_span_at, u.first_span_at) END,
+        last_span_at = CASE
+            WHEN s.last_span_at IS NULL THEN u.last_span_at
+            WHEN u.last_span_at IS NULL THEN s.last_span_at
+            ELSE greatest(s.last_span_at, u.last_span_at) END,
+        last_received_at = %(received_at)s
+    FROM unnest(
+        %(session_ids)s::text[], %(spans)s::integer[], %(bytes)s::bigint[],
+        %(rejected)s::integer[], %(truncated)s::boolean[],
+        %(first_span_at)s::timestamptz[], %(last_span_at)s::timestamptz[]
+    ) AS u (session_id, spans, bytes, rejected, truncated, first_span_at, last_span_at)
+    WHERE s.agent_id = %(agent_id)s AND s.session_id = u.session_id
+)
+SELECT DISTINCT r.session_id
+FROM runs r
+WHERE r.agent_id = %(agent_id)s AND r.session_id = ANY(%(session_ids)s::text[])
+  AND r.state = 'collecting';

@@ -101,7 +101,9 @@ class IngestResult:
     """Spans refused because their session (or pending trace) reached the size cap."""
     refused_sessions: list[str] = field(default_factory=list)
     touched: list[str] = field(default_factory=list)
-    """Sessions that changed: each gets a settle job."""
+    """Sessions that changed."""
+    waiting: list[str] = field(default_factory=list)
+    """Sessions among them that a run of the agent waits on: each gets a settle job."""
 
 
 def _root_session(spans: list[Incoming], names: list[str], trace_id: bytes) -> str | None:
@@ -267,36 +269,36 @@ async def ingest(
     if accepted:
         await _copy_spans(conn, agent_id, accepted, received_at)
 
-    # 6. write back
+    # 6. write back, and learn which sessions a run waits on
     update: dict[str, list[Any]] = defaultdict(list)
     for trace_id in trace_ids:
         row = trace_rows[trace_id]
-        update["session_ids"].append(session_of.get(trace_id))
         held = pending.get(trace_id)
-        update["pending_spans"].append(held.spans if held else 0)
-        update["pending_bytes"].append(held.bytes if held else 0)
-        update["first_span_at"].append(_earliest(row["first_span_at"], trace_first.get(trace_id)))
-        update["last_span_at"].append(_latest(row["last_span_at"], trace_last.get(trace_id)))
-    await conn.execute(
-        "trace_session_update_many",
+        update["t_session_ids"].append(session_of.get(trace_id))
+        update["t_pending_spans"].append(held.spans if held else 0)
+        update["t_pending_bytes"].append(held.bytes if held else 0)
+        update["t_first_span_at"].append(_earliest(row["first_span_at"], trace_first.get(trace_id)))
+        update["t_last_span_at"].append(_latest(row["last_span_at"], trace_last.get(trace_id)))
+    for session_id, bucket in sessions.items():
+        update["session_ids"].append(session_id)
+        update["spans"].append(bucket.spans)
+        update["bytes"].append(bucket.added_bytes)
+        update["rejected"].append(bucket.rejected)
+        update["truncated"].append(bucket.truncated)
+        update["first_span_at"].append(bucket.first)
+        update["last_span_at"].append(bucket.last)
+    for key in ("session_ids", "spans", "bytes", "rejected", "truncated"):
+        update.setdefault(key, [])
+    update.setdefault("first_span_at", [])
+    update.setdefault("last_span_at", [])
+    waiting = await conn.all(
+        "session_update_batch",
         agent_id=agent_id,
         received_at=received_at,
         trace_ids=packed,
         **update,
     )
-    if sessions:
-        rows: dict[str, list[Any]] = defaultdict(list)
-        for session_id, bucket in sessions.items():
-            rows["session_ids"].append(session_id)
-            rows["spans"].append(bucket.spans)
-            rows["bytes"].append(bucket.added_bytes)
-            rows["rejected"].append(bucket.rejected)
-            rows["truncated"].append(bucket.truncated)
-            rows["first_span_at"].append(bucket.first)
-            rows["last_span_at"].append(bucket.last)
-        await conn.execute(
-            "session_update_many", agent_id=agent_id, received_at=received_at, **rows
-        )
+    result.waiting = sorted(row["session_id"] for row in waiting)
     result.stored = len(accepted)
     result.refused = len(refused)
     result.refused_sessions = sorted(s for s, b in sessions.items() if b.rejected)
@@ -337,14 +339,6 @@ async def _copy_spans(
 
 
 # --------------------------------------------------------------------------- reading
-
-
-async def collecting_sessions(conn: Conn, agent_id: int, session_ids: list[str]) -> list[str]:
-    """The sessions among ``session_ids`` that a run of the agent waits on (collecting)."""
-    if not session_ids:
-        return []
-    rows = await conn.all("session_list_collecting", agent_id=agent_id, session_ids=session_ids)
-    return sorted(row["session_id"] for row in rows)
 
 
 async def spans_for_session(conn: Conn, agent_id: int, session_id: str) -> list[Span]:

@@ -370,8 +370,7 @@ async def _store(
         )
         # Only a session a run waits on needs its settle job now: a run that reaches
         # collecting later queues one itself (evalkit.jobs.settle.on_collecting).
-        waiting = await store.collecting_sessions(conn, agent_id, result.touched)
-        await defer_settles(conn, agent_id, waiting, settings.settle_seconds)
+        await defer_settles(conn, agent_id, result.waiting, settings.settle_seconds)
     return result
 
 
