@@ -15,6 +15,7 @@ def register() -> None:
     from evalkit.cli import (  # noqa: F401
         accounts,
         agents,
+        compare,
         contracts,
         datasets,
         evaluators,

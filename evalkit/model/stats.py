@@ -24,7 +24,7 @@ class ScoreSummary(Output, kw_only=True):
     runs: int
     """Runs of the experiment (every run counts, with or without this score)."""
     readings: int
-    """Rows with a value that were not skipped: what means and rates are computed from."""
+    """Rows that were not skipped and have a value, or (gauges) a numeric measurement."""
     skipped: int
     """Rows skipped as neutral (an input the agent does not provide)."""
     errored: int
@@ -34,9 +34,12 @@ class ScoreSummary(Output, kw_only=True):
     missing: int
     """Runs with no row of this name at all (the run never reached scoring, or its case
     does not select this evaluator)."""
+    values: int
+    """Readings with a value in [0, 1] (built-in gauges give only a measurement)."""
     mean: float | None
+    """Mean of the values."""
     mean_ci: Interval | None
-    """Student t interval of the mean, clipped to [0, 1]; None with fewer than 2 readings."""
+    """Student t interval of the mean, clipped to [0, 1]; None with fewer than 2 values."""
     binary: bool
     """Every reading is 0 or 1."""
     passes: int | None = None
@@ -45,7 +48,9 @@ class ScoreSummary(Output, kw_only=True):
     pass_rate_ci: Interval | None = None
     """Wilson score interval of the pass rate."""
     raw_mean: float | None = None
-    """Mean of the numeric measurements behind a gauge (seconds, tokens, ...), if any."""
+    """Gauges: the mean of their numeric measurements (``raw``: seconds, tokens, USD, ...)."""
+    raw_mean_ci: Interval | None = None
+    """Student t interval of ``raw_mean`` (not clipped)."""
     raw_readings: int = 0
     pass_at_k: dict[int, float] | None = None
     """With repetitions: the mean over cases of the unbiased pass@k estimate, per k."""
@@ -117,6 +122,12 @@ class ScoreComparison(Output, kw_only=True):
     both_fail: int | None
     mcnemar_p: float | None
     """Exact McNemar test (two-sided binomial on the discordant pairs); evaluators only."""
+    raw_paired: int = 0
+    """Gauges: units with a measurement in both experiments."""
+    raw_diff: float | None = None
+    """Gauges: mean of B - A of the measurements over those units."""
+    raw_diff_ci: Interval | None = None
+    """Paired bootstrap percentile interval of ``raw_diff``."""
 
 
 class GateResult(Output, kw_only=True):

@@ -3,9 +3,10 @@
 Pure functions over score rows (no database, no I/O); ``docs/compare.md`` explains each
 statistic for users. The rules, in one place:
 
-- A score row is a **reading** when it has a value and was not skipped. Skipped rows,
-  errored rows and other rows without a value are counted (and reported) but never enter
-  a mean or a rate; runs without a row of a name are counted as ``missing``.
+- A score row is a **reading** when it was not skipped and has a value, or (a gauge) a
+  numeric measurement in ``raw``. Skipped rows, errored rows and other rows without either
+  are counted (and reported) but never enter a mean or a rate; runs without a row of a
+  name are counted as ``missing``. Means of values and of measurements are kept apart.
 - A reading **passes** when its value is at least ``PASS_THRESHOLD`` (0.5). For a binary
   score (every value 0 or 1, as the built-in checks give) that is exactly "1 passes, 0
   fails", so its pass rate equals its mean. Gauges measure (latency, tokens, cost): they
@@ -72,8 +73,23 @@ class ScoreRow:
     raw: object = None
 
     @property
+    def reading(self) -> float | None:
+        """The value, when this row is a reading with one."""
+        return self.value if self.skipped is None else None
+
+    @property
+    def measurement(self) -> float | None:
+        """A gauge's numeric measurement (``raw``), when this row is a reading with one."""
+        if self.skipped is not None or self.kind != "gauge":
+            return None
+        raw = self.raw
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+            return None
+        return float(raw)
+
+    @property
     def is_reading(self) -> bool:
-        return self.value is not None and self.skipped is None
+        return self.reading is not None or self.measurement is not None
 
 
 @dataclass
@@ -292,12 +308,6 @@ def _interval(pair: tuple[float, float] | None) -> wire.Interval | None:
     return None if pair is None else wire.Interval(low=pair[0], high=pair[1])
 
 
-def _raw_number(raw: object) -> float | None:
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        return None
-    return float(raw) if math.isfinite(raw) else None
-
-
 def summarize_name(
     name: str,
     rows: Sequence[ScoreRow],
@@ -308,25 +318,27 @@ def summarize_name(
 ) -> tuple[wire.ScoreSummary, list[wire.CaseFlakiness]]:
     """One score name of one experiment, and its per-case flakiness when ``ks`` is given."""
     kind = _kind(rows)
-    readings = [r for r in rows if r.is_reading]
-    values = [float(r.value) for r in readings if r.value is not None]
+    values = [v for r in rows if (v := r.reading) is not None]
+    unread = [r for r in rows if r.skipped is None and not r.is_reading]
     scored_runs = {r.run_id for r in rows}
     summary = wire.ScoreSummary(
         name=name,
         kind=kind,
         runs=len(runs),
-        readings=len(values),
+        readings=sum(1 for r in rows if r.is_reading),
         skipped=sum(1 for r in rows if r.skipped is not None),
-        errored=sum(1 for r in rows if r.skipped is None and r.value is None and r.error),
-        no_value=sum(1 for r in rows if r.skipped is None and r.value is None and not r.error),
+        errored=sum(1 for r in unread if r.error),
+        no_value=sum(1 for r in unread if not r.error),
         missing=sum(1 for run in runs if run.run_id not in scored_runs),
+        values=len(values),
         mean=mean(values),
         mean_ci=_interval(t_interval(values, confidence)),
         binary=bool(values) and all(v in (0.0, 1.0) for v in values),
     )
-    raws = [x for x in (_raw_number(r.raw) for r in readings) if x is not None]
+    raws = [x for r in rows if (x := r.measurement) is not None]
     if raws:
         summary.raw_mean = math.fsum(raws) / len(raws)
+        summary.raw_mean_ci = _interval(t_interval(raws, confidence, clip=False))
         summary.raw_readings = len(raws)
     if kind == "gauge":
         return summary, []
@@ -338,9 +350,9 @@ def summarize_name(
         return summary, []
     case_of = {run.run_id: run.case_id for run in runs}
     per_case: dict[str, list[bool]] = defaultdict(list)
-    for row in readings:
-        if row.run_id in case_of and row.value is not None:
-            per_case[case_of[row.run_id]].append(passes(row.value))
+    for row in rows:
+        if row.run_id in case_of and (value := row.reading) is not None:
+            per_case[case_of[row.run_id]].append(passes(value))
     cases = []
     for case_id, outcomes in sorted(per_case.items()):
         n, c = len(outcomes), sum(outcomes)
@@ -404,17 +416,33 @@ Unit = tuple[str, int | None]
 
 
 def _unit_values(
-    data: ExperimentReadings, rows: Sequence[ScoreRow], by_repetition: bool
+    data: ExperimentReadings,
+    rows: Sequence[ScoreRow],
+    by_repetition: bool,
+    read: Callable[[ScoreRow], float | None],
 ) -> dict[Unit, float]:
     """The mean reading of each unit (a case, or a case and repetition) that has one."""
     runs = {run.run_id: run for run in data.runs}
     collected: dict[Unit, list[float]] = defaultdict(list)
     for row in rows:
         run = runs.get(row.run_id)
-        if run is None or not row.is_reading or row.value is None:
+        value = read(row)
+        if run is None or value is None:
             continue
-        collected[(run.case_id, run.repetition if by_repetition else None)].append(row.value)
+        collected[(run.case_id, run.repetition if by_repetition else None)].append(value)
     return {unit: math.fsum(vs) / len(vs) for unit, vs in collected.items()}
+
+
+def _reading(row: ScoreRow) -> float | None:
+    return row.reading
+
+
+def _measurement(row: ScoreRow) -> float | None:
+    return row.measurement
+
+
+def _paired(units_a: dict[Unit, float], units_b: dict[Unit, float]) -> list[Unit]:
+    return sorted(set(units_a) & set(units_b), key=lambda u: (u[0], u[1] or 0))
 
 
 def compare(
@@ -489,9 +517,9 @@ def _compare_name(
     kind = _kind([*rows_a, *rows_b])
     summary_a = summarize_name(name, rows_a, a.runs, confidence=confidence)[0] if rows_a else None
     summary_b = summarize_name(name, rows_b, b.runs, confidence=confidence)[0] if rows_b else None
-    units_a = _unit_values(a, rows_a, by_repetition)
-    units_b = _unit_values(b, rows_b, by_repetition)
-    paired = sorted(set(units_a) & set(units_b), key=lambda u: (u[0], u[1] or 0))
+    units_a = _unit_values(a, rows_a, by_repetition, _reading)
+    units_b = _unit_values(b, rows_b, by_repetition, _reading)
+    paired = _paired(units_a, units_b)
     values_a = [units_a[u] for u in paired]
     values_b = [units_b[u] for u in paired]
     differences = [vb - va for va, vb in zip(values_a, values_b, strict=True)]
@@ -518,6 +546,21 @@ def _compare_name(
         mcnemar_p=None,
     )
     if kind == "gauge":
+        raw_a = _unit_values(a, rows_a, by_repetition, _measurement)
+        raw_b = _unit_values(b, rows_b, by_repetition, _measurement)
+        raw_paired = _paired(raw_a, raw_b)
+        raw_diffs = [raw_b[u] - raw_a[u] for u in raw_paired]
+        if raw_paired:
+            result.raw_paired = len(raw_paired)
+            result.raw_diff = mean(raw_diffs)
+            result.raw_diff_ci = _interval(
+                paired_bootstrap(
+                    raw_diffs,
+                    resamples=resamples,
+                    seed=f"{seed}:{name}:raw",
+                    confidence=confidence,
+                )
+            )
         return result
     both_pass = both_fail = 0
     for (case_id, repetition), va, vb in zip(paired, values_a, values_b, strict=True):
@@ -540,7 +583,7 @@ def _compare_name(
 # --------------------------------------------------------------------------- gates
 
 Operator = Literal[">=", ">", "<=", "<", "=="]
-Stat = Literal["mean", "pass_rate", "raw_mean", "diff"]
+Stat = Literal["mean", "pass_rate", "diff", "raw_mean", "raw_diff"]
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": lambda x, t: x >= t - _EPS,
@@ -549,19 +592,21 @@ OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<": lambda x, t: x < t - _EPS,
     "==": lambda x, t: abs(x - t) <= _EPS,
 }
-STATS: tuple[Stat, ...] = ("mean", "pass_rate", "raw_mean", "diff")
+STATS: tuple[Stat, ...] = ("mean", "pass_rate", "diff", "raw_mean", "raw_diff")
 _STAT_TEXT = {
     "mean": "mean",
     "pass_rate": "pass rate",
-    "raw_mean": "mean measurement",
     "diff": "mean difference (B - A)",
+    "raw_mean": "mean measurement",
+    "raw_diff": "measurement difference (B - A)",
 }
 _OPERATOR_RE = re.compile(r"(>=|<=|==|!=|=>|=<|>|<|=)")
 _MISTYPED = {"=>": ">=", "=<": "<=", "=": "=="}
 _FORM = "write a gate as SCORE[.STAT] OP NUMBER, e.g. accuracy>=0.8 or judge.pass_rate>=0.9"
 GATE_HELP = (
-    "SCORE[.STAT] OP NUMBER: STAT is mean (the default), pass_rate, raw_mean (a gauge's "
-    "measurement) or diff (mean of B - A over paired cases); OP is >=, >, <=, < or ==."
+    "SCORE[.STAT] OP NUMBER: STAT is mean (the default), pass_rate, diff (mean of B - A "
+    "over paired cases), raw_mean or raw_diff (a gauge's measurement: seconds, tokens, "
+    "...); OP is >=, >, <=, < or ==."
 )
 
 
@@ -624,7 +669,8 @@ def _fmt(x: float) -> str:
 
 
 def check_gate(gate: Gate, comparison: wire.Comparison) -> wire.GateResult:
-    """A gate on experiment B (or, for ``diff``, on B - A over the paired units)."""
+    """A gate on experiment B (or, for ``diff`` and ``raw_diff``, on B - A over the paired
+    units)."""
 
     def fail(message: str, actual: float | None = None) -> wire.GateResult:
         return wire.GateResult(
@@ -636,22 +682,30 @@ def check_gate(gate: Gate, comparison: wire.Comparison) -> wire.GateResult:
         )
 
     score = next((s for s in comparison.scores if s.name == gate.name), None)
-    if score is None or (gate.stat != "diff" and score.b is None):
+    differences = gate.stat in ("diff", "raw_diff")
+    if score is None or (not differences and score.b is None):
         names = sorted(s.name for s in comparison.scores if s.b is not None)
         known = f"its scores are {', '.join(names)}" if names else "it has no scores"
         return fail(f"experiment {comparison.b} has no score named {gate.name!r} ({known})")
     if gate.stat == "pass_rate" and score.kind == "gauge":
-        return fail(f"{gate.name} is a gauge: it measures and has no pass rate; gate its mean")
-    if gate.stat == "diff":
-        actual = score.mean_diff
-        where = f"over {score.paired} paired units"
+        return fail(
+            f"{gate.name} is a gauge: it measures and has no pass rate; "
+            f"gate {gate.name}.raw_mean (or its mean)"
+        )
+    if differences:
+        actual = score.mean_diff if gate.stat == "diff" else score.raw_diff
+        count = score.paired if gate.stat == "diff" else score.raw_paired
+        where = f"over {count} paired units"
     else:
         assert score.b is not None
         actual = getattr(score.b, gate.stat)
         where = f"in experiment {comparison.b}"
     label = f"{gate.name} {_STAT_TEXT[gate.stat]}"
     if actual is None:
-        return fail(f"{label} has no readings {where}")
+        hint = ""
+        if gate.stat in ("mean", "diff") and score.b is not None and score.b.raw_readings:
+            hint = f"; {gate.name} holds measurements: gate {gate.name}.raw_mean or .raw_diff"
+        return fail(f"{label} has no readings {where}{hint}")
     if OPERATORS[gate.operator](actual, gate.threshold):
         return wire.GateResult(
             gate=gate.text,

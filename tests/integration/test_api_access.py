@@ -79,6 +79,7 @@ PARAMS = {
     "sha256": "0" * 64,
     "agent": "bot",
     "experiment": "1",
+    "other": "1",  # /api/experiments/1/compare/1: an experiment compared with itself
     "run": "1",
     "version": "1",
     "token": "1",

@@ -559,3 +559,51 @@ def test_gate_on_a_score_with_no_readings_fails():
     b = one_score([None])
     [gate] = stats.compare(a, b, gates=[stats.parse_gate("acc>=0.1")]).gates
     assert gate.passed is False and gate.message == "acc mean has no readings in experiment 1"
+
+
+def test_gauges_that_give_only_a_measurement():
+    """Built-in gauges store value None and the measurement in raw."""
+    seconds_a = {"q1": 2.0, "q2": 4.0, "q3": 9.0}
+    seconds_b = {"q1": 3.0, "q2": 4.5, "q3": None}
+    a = experiment(
+        1,
+        {(c, 1): {"latency": None, "acc": 1.0} for c in seconds_a},
+        kinds={"latency": "gauge"},
+        raw={(c, 1, "latency"): v for c, v in seconds_a.items()},
+    )
+    b = experiment(
+        2,
+        {(c, 1): {"latency": None, "acc": 1.0} for c in seconds_b},
+        kinds={"latency": "gauge"},
+        raw={(c, 1, "latency"): v for c, v in seconds_b.items() if v is not None},
+        errored={("q3", 1, "latency")},
+    )
+    [_, latency] = stats.summarize(a).scores
+    assert (latency.readings, latency.values, latency.no_value) == (3, 0, 0)
+    assert latency.mean is None and latency.raw_mean == pytest.approx(5.0)
+    expected = sp.t.interval(0.95, 2, loc=5.0, scale=sp.sem([2.0, 4.0, 9.0]))
+    assert (latency.raw_mean_ci.low, latency.raw_mean_ci.high) == pytest.approx(expected)
+
+    result = stats.compare(
+        a,
+        b,
+        gates=[
+            stats.parse_gate(g)
+            for g in ("latency.raw_mean<=4", "latency.raw_diff<=0.5", "latency<=0.5")
+        ],
+    )
+    [_, lat] = result.scores
+    assert lat.b.errored == 1 and lat.b.readings == 2
+    assert lat.paired == 0 and lat.mean_diff is None  # no values on either side
+    assert lat.raw_paired == 2 and lat.raw_diff == pytest.approx((1.0 + 0.5) / 2)
+    assert lat.raw_diff_ci == stats.compare(a, b).scores[1].raw_diff_ci
+    raw_mean, raw_diff, mean_gate = result.gates
+    assert raw_mean.passed and raw_mean.actual == pytest.approx(3.75)
+    assert (
+        raw_diff.message
+        == "latency measurement difference (B - A) 0.75 is not <= 0.5 (over by 0.25)"
+    )
+    assert mean_gate.message == (
+        "latency mean has no readings in experiment 2; "
+        "latency holds measurements: gate latency.raw_mean or .raw_diff"
+    )

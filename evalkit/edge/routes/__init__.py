@@ -14,6 +14,7 @@ from evalkit.edge.routes import (
     meta,
     otel,
     scores,
+    stats,
     tokens,
     workspaces,
 )
@@ -29,6 +30,7 @@ ENDPOINTS: list[Endpoint] = [
     *harness.ENDPOINTS,
     *experiments.ENDPOINTS,
     *scores.ENDPOINTS,
+    *stats.ENDPOINTS,
     *tokens.ENDPOINTS,
     *otel.ENDPOINTS,
     *judges.ENDPOINTS,

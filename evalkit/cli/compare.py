@@ -1,0 +1,439 @@
+"""``evalkit experiments scores`` and ``evalkit experiments compare``: summaries and CI gates."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from urllib.parse import urlencode
+
+from cyclopts import Parameter
+
+from evalkit.cli.app import JsonFlag
+from evalkit.cli.client import Client
+from evalkit.cli.output import CliError, emit_json, note, say, table
+from evalkit.cli.runs import experiments
+from evalkit.model import stats as wire
+from evalkit.scoring import stats
+
+# --------------------------------------------------------------------------- scores
+
+
+@experiments.command(name="scores")
+def experiments_scores(
+    experiment_id: Annotated[int, Parameter(help="The experiment's id.")],
+    /,
+    *,
+    k: Annotated[
+        list[int] | None,
+        Parameter(
+            name="--k",
+            help="Report pass@k and pass^k for this k (repeatable; default 1, 2, 3, 5, 10, "
+            "... up to the repetitions, and the repetitions).",
+        ),
+    ] = None,
+    json: JsonFlag = False,
+) -> int:
+    """Scores of an experiment's current scoring round, per score name.
+
+    For each name: readings, the mean with a 95% Student t interval, and for evaluators the
+    pass rate (a reading of at least 0.5 passes) with a 95% Wilson interval. Skipped and
+    errored scores are counted, never averaged. With repetitions, pass@k and pass^k (the
+    chance that at least one, or all, of k runs pass) per score and for flaky cases.
+    See docs/compare.md.
+    """
+    query = urlencode([("k", n) for n in k or []])
+    with Client() as client:
+        result = client.get(
+            f"/api/experiments/{experiment_id}/scores" + (f"?{query}" if query else ""),
+            type=wire.ExperimentScores,
+        )
+    if json:
+        emit_json(result)
+        return 0
+    print_scores(result)
+    return 0
+
+
+def print_scores(result: wire.ExperimentScores) -> None:
+    reps = f", {result.repetitions} repetitions" if result.repetitions > 1 else ""
+    say(
+        f"experiment {result.experiment_id}, scoring round {result.round}: {result.runs} runs{reps}"
+    )
+    if not result.scores:
+        say(
+            "no scores yet (scoring has not run, or the cases select no evaluators); "
+            f"see `evalkit experiments show {result.experiment_id}`"
+        )
+        return
+    table(
+        [
+            (
+                s.name,
+                s.kind,
+                f"{s.readings}/{s.runs}",
+                _value_ci(s.mean, s.mean_ci),
+                _rate_ci(s.pass_rate, s.pass_rate_ci) if s.kind == "evaluator" else None,
+                _raw_ci(s.raw_mean, s.raw_mean_ci),
+                _nulls(s),
+            )
+            for s in result.scores
+        ],
+        [
+            "score",
+            "kind",
+            "readings",
+            "mean (95% CI)",
+            "pass rate (95% CI)",
+            "measurement (95% CI)",
+            "no reading",
+        ],
+    )
+    if not result.ks:
+        return
+    say()
+    say("pass@k and pass^k, mean over cases:")
+    table(
+        [
+            (s.name, k, _num((s.pass_at_k or {}).get(k)), _num((s.pass_hat_k or {}).get(k)))
+            for s in result.scores
+            if s.kind == "evaluator"
+            for k in result.ks
+        ],
+        ["score", "k", "pass@k", "pass^k"],
+    )
+    flaky = [c for c in result.cases if c.flaky]
+    say()
+    if not flaky:
+        say("no flaky cases: every case passed in all its runs or in none")
+        return
+    say(f"flaky cases ({len(flaky)}): passed in some runs, failed in others")
+    ks = result.ks
+    table(
+        [
+            (
+                c.case_id,
+                c.name,
+                f"{c.passes}/{c.readings}",
+                *(_num(c.pass_at_k.get(k)) for k in ks),
+                *(_num(c.pass_hat_k.get(k)) for k in ks),
+            )
+            for c in flaky
+        ],
+        ["case", "score", "passed", *(f"pass@{k}" for k in ks), *(f"pass^{k}" for k in ks)],
+    )
+
+
+# --------------------------------------------------------------------------- compare
+
+Format = Literal["text", "markdown", "json"]
+
+
+@experiments.command(name="compare")
+def experiments_compare(
+    baseline: Annotated[int, Parameter(help="Experiment A: the baseline.")],
+    new: Annotated[int, Parameter(help="Experiment B: the new one, which gates check.")],
+    /,
+    *,
+    gate: Annotated[
+        list[str] | None,
+        Parameter(
+            name="--gate",
+            help="Fail (exit 1) unless B meets this (repeatable): " + stats.GATE_HELP,
+        ),
+    ] = None,
+    gate_no_regressions: Annotated[
+        bool,
+        Parameter(
+            name="--gate-no-regressions",
+            help="Fail (exit 1) when any case passing in A fails in B, for any evaluator score.",
+        ),
+    ] = False,
+    fmt: Annotated[
+        Format,
+        Parameter(
+            name="--format",
+            help="text for a terminal, markdown for a pull-request comment, json for tools.",
+        ),
+    ] = "text",
+    seed: Annotated[int, Parameter(help="Seed of the bootstrap (same seed, same interval).")] = (
+        stats.BOOTSTRAP_SEED
+    ),
+    resamples: Annotated[
+        int, Parameter(help=f"Bootstrap resamples (100 to {stats.MAX_RESAMPLES}).")
+    ] = stats.BOOTSTRAP_RESAMPLES,
+    json: JsonFlag = False,
+) -> int:
+    """Compare experiment B with baseline A, pairing runs by case.
+
+    Runs are paired by case (and by repetition when both experiments have repetitions).
+    Per score: the mean of each side with its 95% interval, the mean difference B - A with a
+    seeded paired bootstrap interval, and for evaluators the regressions (cases passing in
+    A and failing in B), improvements, and McNemar's exact test. Gates check B and make
+    the command exit 1 when one fails, naming it and by how much, for CI:
+
+        evalkit experiments compare 12 15 --gate "accuracy>=0.8" --gate-no-regressions
+
+    See docs/compare.md.
+    """
+    gates = gate or []
+    for text in gates:
+        try:
+            stats.parse_gate(text)
+        except stats.StatsError as exc:
+            raise CliError(str(exc), exit_code=2) from None
+    params: list[tuple[str, str | int]] = [("gate", text) for text in gates]
+    if gate_no_regressions:
+        params.append(("no_regressions", 1))
+    params += [("seed", seed), ("resamples", resamples)]
+    with Client() as client:
+        result: wire.Comparison = client.get(
+            f"/api/experiments/{baseline}/compare/{new}?{urlencode(params)}",
+            type=wire.Comparison,
+        )
+    if json or fmt == "json":
+        emit_json(result)
+    elif fmt == "markdown":
+        say(markdown(result))
+    else:
+        print_comparison(result)
+    if fmt != "text" or json:
+        for failed in (g for g in result.gates if not g.passed):
+            note(f"evalkit: gate failed: {failed.gate}: {failed.message}")
+    return 0 if result.passed else 1
+
+
+def print_comparison(result: wire.Comparison) -> None:
+    say(
+        f"experiment {result.b} (new) against {result.a} (baseline), paired by "
+        f"{_paired_text(result.paired_by)}"
+    )
+    if result.gates:
+        say()
+        say(f"gates: {'passed' if result.passed else 'FAILED'}")
+        for g in result.gates:
+            say(f"  {'ok  ' if g.passed else 'FAIL'} {g.gate}: {g.message}")
+    say()
+    regressions = _changes(result, "regressions")
+    say(f"regressions ({len(regressions)})" if regressions else "no regressions")
+    if regressions:
+        table(
+            [(name, stats.unit_text(c), _num(c.a), _num(c.b)) for name, c in regressions],
+            ["score", "case", "baseline", "new"],
+        )
+    say()
+    if not result.scores:
+        say("neither experiment has scores yet")
+    else:
+        table(
+            [
+                (
+                    s.name,
+                    s.kind,
+                    _side(s.a),
+                    _side(s.b),
+                    _difference(s),
+                    _rates(s),
+                    f"{len(s.regressions)}/{len(s.improvements)}"
+                    if s.kind == "evaluator"
+                    else None,
+                    _p(s.mcnemar_p),
+                    _paired_count(s),
+                )
+                for s in result.scores
+            ],
+            [
+                "score",
+                "kind",
+                "baseline (95% CI)",
+                "new (95% CI)",
+                "new - baseline (95% CI)",
+                "pass rate",
+                "reg/imp",
+                "mcnemar p",
+                "paired",
+            ],
+        )
+    improvements = _changes(result, "improvements")
+    if improvements:
+        say()
+        say(f"improvements ({len(improvements)})")
+        table(
+            [(name, stats.unit_text(c), _num(c.a), _num(c.b)) for name, c in improvements],
+            ["score", "case", "baseline", "new"],
+        )
+    say()
+    for line in _footnotes(result):
+        say(line)
+
+
+def markdown(result: wire.Comparison) -> str:
+    """A summary for a pull-request comment: gate verdict, regressions, the score table."""
+    out = [f"## evalkit: experiment {result.b} against baseline {result.a}", ""]
+    if result.gates:
+        verdict = "✅ passed" if result.passed else "❌ failed"
+        out += [f"**Gates: {verdict}**", "", "| gate | result |", "|---|---|"]
+        for g in result.gates:
+            mark = "✅" if g.passed else "❌"
+            out.append(f"| `{_md(g.gate)}` | {mark} {_md(g.message)} |")
+        out.append("")
+    regressions = _changes(result, "regressions")
+    if regressions:
+        out += [
+            f"### Regressions ({len(regressions)})",
+            "",
+            "| score | case | baseline | new |",
+            "|---|---|---:|---:|",
+        ]
+        out += [
+            f"| {_md(name)} | {_md(stats.unit_text(c))} | {_num(c.a)} | {_num(c.b)} |"
+            for name, c in regressions
+        ]
+    else:
+        out.append("**No regressions.**")
+    out += ["", "### Scores", ""]
+    if not result.scores:
+        out.append("Neither experiment has scores yet.")
+    else:
+        out += [
+            "| score | baseline (95% CI) | new (95% CI) | new − baseline (95% CI) "
+            "| pass rate | regressions / improvements | McNemar p |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for s in result.scores:
+            reg = f"{len(s.regressions)} / {len(s.improvements)}" if s.kind == "evaluator" else "-"
+            name = _md(s.name) + (" (gauge)" if s.kind == "gauge" else "")
+            out.append(
+                f"| {name} "
+                f"| {_side(s.a)} | {_side(s.b)} | {_difference(s)} "
+                f"| {_rates(s) or '-'} | {reg} | {_p(s.mcnemar_p) or '-'} |"
+            )
+    improvements = _changes(result, "improvements")
+    if improvements:
+        out += [
+            "",
+            f"<details><summary>Improvements ({len(improvements)})</summary>",
+            "",
+            "| score | case | baseline | new |",
+            "|---|---|---:|---:|",
+        ]
+        out += [
+            f"| {_md(name)} | {_md(stats.unit_text(c))} | {_num(c.a)} | {_num(c.b)} |"
+            for name, c in improvements
+        ]
+        out += ["", "</details>"]
+    out += ["", "<sub>" + "<br>".join(_md(line) for line in _footnotes(result)) + "</sub>"]
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _changes(result: wire.Comparison, which: str) -> list[tuple[str, wire.UnitChange]]:
+    return [(s.name, c) for s in result.scores for c in getattr(s, which)]
+
+
+def _paired_text(paired_by: str) -> str:
+    return "case and repetition" if paired_by == "case+repetition" else "case"
+
+
+def _footnotes(result: wire.Comparison) -> list[str]:
+    lines = [
+        f"Paired by {_paired_text(result.paired_by)}; a reading of at least 0.5 passes. "
+        f"Intervals are 95%: Student t for means, a paired bootstrap for differences "
+        f"({result.resamples} resamples, seed {result.seed})."
+    ]
+    if result.cases_only_a:
+        lines.append(f"Cases only in the baseline (unpaired): {_few(result.cases_only_a)}.")
+    if result.cases_only_b:
+        lines.append(f"Cases only in the new experiment (unpaired): {_few(result.cases_only_b)}.")
+    return lines
+
+
+def _few(items: list[str], limit: int = 10) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _value_ci(value: float | None, ci: wire.Interval | None) -> str:
+    if value is None:
+        return "-"
+    return _num(value) + (f" [{ci.low:.3f}, {ci.high:.3f}]" if ci else "")
+
+
+def _diff_ci(value: float | None, ci: wire.Interval | None, digits: str = ".3f") -> str:
+    if value is None:
+        return "-"
+    return f"{value:+{digits}}" + (f" [{ci.low:+{digits}}, {ci.high:+{digits}}]" if ci else "")
+
+
+def _raw_ci(value: float | None, ci: wire.Interval | None) -> str | None:
+    if value is None:
+        return None
+    return f"{value:.4g}" + (f" [{ci.low:.4g}, {ci.high:.4g}]" if ci else "")
+
+
+def _measures(s: wire.ScoreSummary | None) -> bool:
+    """A gauge read by its measurements (seconds, tokens, ...) rather than by values."""
+    return s is not None and s.kind == "gauge" and s.raw_readings > 0
+
+
+def _side(s: wire.ScoreSummary | None) -> str:
+    if s is None:
+        return "-"
+    if _measures(s):
+        return _raw_ci(s.raw_mean, s.raw_mean_ci) or "-"
+    return _value_ci(s.mean, s.mean_ci)
+
+
+def _difference(s: wire.ScoreComparison) -> str:
+    if s.kind == "gauge" and (_measures(s.a) or _measures(s.b)):
+        return _diff_ci(s.raw_diff, s.raw_diff_ci, ".4g")
+    return _diff_ci(s.mean_diff, s.mean_diff_ci)
+
+
+def _rate_ci(rate: float | None, ci: wire.Interval | None) -> str:
+    if rate is None:
+        return "-"
+    return f"{rate:.1%}" + (f" [{ci.low:.1%}, {ci.high:.1%}]" if ci else "")
+
+
+def _rates(s: wire.ScoreComparison) -> str | None:
+    if s.kind == "gauge":
+        return None
+    a = f"{s.a.pass_rate:.0%}" if s.a and s.a.pass_rate is not None else "-"
+    b = f"{s.b.pass_rate:.0%}" if s.b and s.b.pass_rate is not None else "-"
+    return f"{a} → {b}"
+
+
+def _p(value: float | None) -> str | None:
+    if value is None:
+        return None
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _paired_count(s: wire.ScoreComparison) -> str:
+    if s.kind == "gauge" and (_measures(s.a) or _measures(s.b)):
+        return str(s.raw_paired)
+    unpaired = s.only_a + s.only_b
+    return f"{s.paired}" + (f" (+{unpaired} unpaired)" if unpaired else "")
+
+
+def _nulls(s: wire.ScoreSummary) -> str | None:
+    parts = [
+        f"{n} {what}"
+        for n, what in (
+            (s.skipped, "skipped"),
+            (s.errored, "errored"),
+            (s.no_value, "no value"),
+            (s.missing, "missing"),
+        )
+        if n
+    ]
+    return ", ".join(parts) or None

@@ -1,0 +1,98 @@
+"""Score summaries and comparisons of experiments (reads: any logged-in user)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from evalkit.auth import access
+from evalkit.edge.endpoint import Call, Endpoint
+from evalkit.errors import BadRequest
+from evalkit.model import stats as wire
+from evalkit.scoring import stats
+from evalkit.store.stats import experiment_readings
+
+
+def _id(call: Call, param: str) -> int:
+    text = call.param(param)
+    if not text.isdigit():
+        raise BadRequest(f"experiment ids are whole numbers, got {text!r}")
+    return int(text)
+
+
+def _int_param(call: Call, name: str, default: int) -> int:
+    text = call.request.query_params.get(name)
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise BadRequest(f"{name} must be a whole number, got {text!r}") from None
+
+
+async def experiment_scores(call: Call) -> wire.ExperimentScores:
+    access.require_read(call.actor)
+    experiment_id = _id(call, "experiment")
+    ks = [_k(text) for text in call.request.query_params.getlist("k")]
+    async with call.db.connection() as conn:
+        data = await experiment_readings(conn, experiment_id)
+    try:
+        return await asyncio.to_thread(stats.summarize, data, ks=ks or None)
+    except stats.StatsError as exc:
+        raise BadRequest(f"experiment {experiment_id}: {exc}", code="bad-k") from None
+
+
+def _k(text: str) -> int:
+    if not text.isdigit():
+        raise BadRequest(f"k must be a whole number, got {text!r}", code="bad-k")
+    return int(text)
+
+
+async def experiments_compare(call: Call) -> wire.Comparison:
+    access.require_read(call.actor)
+    a_id, b_id = _id(call, "experiment"), _id(call, "other")
+    query = call.request.query_params
+    try:
+        gates = [stats.parse_gate(text) for text in query.getlist("gate")]
+    except stats.StatsError as exc:
+        raise BadRequest(str(exc), code="bad-gate") from None
+    no_regressions = query.get("no_regressions", "0").lower() in ("1", "true", "yes")
+    seed = _int_param(call, "seed", stats.BOOTSTRAP_SEED)
+    resamples = _int_param(call, "resamples", stats.BOOTSTRAP_RESAMPLES)
+    async with call.db.connection() as conn:
+        a = await experiment_readings(conn, a_id)
+        b = await experiment_readings(conn, b_id)
+    try:
+        return await asyncio.to_thread(
+            stats.compare,
+            a,
+            b,
+            gates=gates,
+            no_regressions=no_regressions,
+            seed=seed,
+            resamples=resamples,
+        )
+    except stats.StatsError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+ENDPOINTS = [
+    Endpoint(
+        "GET",
+        "/api/experiments/{experiment}/scores",
+        experiment_scores,
+        "Per score name: mean and pass rate with 95% intervals, null counts; with "
+        "repetitions, pass@k and pass^k per case (?k=N, repeatable)",
+        returns=wire.ExperimentScores,
+        tags=["scores"],
+    ),
+    Endpoint(
+        "GET",
+        "/api/experiments/{experiment}/compare/{other}",
+        experiments_compare,
+        "Compare experiment {other} (new) with {experiment} (baseline), paired by case: "
+        "regressions, mean differences, McNemar; gates with ?gate=EXPR and "
+        "?no_regressions=1 (?seed=, ?resamples= for the bootstrap)",
+        returns=wire.Comparison,
+        tags=["scores"],
+    ),
+]
