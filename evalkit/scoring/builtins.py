@@ -29,6 +29,7 @@ from typing import Any
 import jsonschema
 import msgspec
 from jsonschema.exceptions import SchemaError
+from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
 from evalkit.atif import summarize
 from evalkit.atif.model import Trajectory
@@ -379,7 +380,9 @@ def _json_schema(ctx: RunContext, config: Any) -> ScoreItem:
             False,
             "the run has no structured output (no output, and the answer is not JSON)",
         )
-    validator = validator_class(config)
+    # Only the schema itself and the JSON Schema metaschemas resolve: a remote $ref is
+    # never fetched (jsonschema would, from the worker, past the egress policy).
+    validator = validator_class(config, registry=SPECIFICATIONS)
     try:
         errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
     except Exception as exc:  # an unresolvable $ref, a bad pattern inside the schema

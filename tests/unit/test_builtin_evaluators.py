@@ -4,6 +4,8 @@ real ATIF trajectories (the reference harness's agent) and hand-made valid ones.
 from __future__ import annotations
 
 import copy
+import http.server
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -280,8 +282,37 @@ async def test_json_schema_lists_at_most_five_problems_and_honours_schema_dialec
 async def test_json_schema_that_is_not_a_schema_is_an_error():
     item = await score("json_schema", {"type": "lemon"}, ctx())
     assert item.value is None and "not a valid JSON Schema" in (item.error or "")
-    item = await score("json_schema", {"$ref": "https://example.invalid/s.json"}, ctx())
-    assert item.value is None and "cannot be applied" in (item.error or "")
+
+
+async def test_json_schema_never_fetches_a_remote_ref():
+    """jsonschema would fetch a remote $ref itself, from the worker, past the egress policy."""
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            body = b'{"type": "string"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler) as served:
+        thread = threading.Thread(target=served.serve_forever, daemon=True)
+        thread.start()
+        try:
+            url = f"http://127.0.0.1:{served.server_address[1]}/s.json"
+            item = await score("json_schema", {"$ref": url}, ctx(output="text"))
+        finally:
+            served.shutdown()
+    assert hits == []
+    assert item.value is None and "cannot be applied" in (item.error or ""), item
+    local = {"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s"}
+    assert passed(await score("json_schema", local, ctx(output="text")))
 
 
 # --------------------------------------------------------------------------- tool_calls
