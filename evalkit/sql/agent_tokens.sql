@@ -7,17 +7,21 @@ VALUES (%(agent_id)s, %(token_hash)s, %(hint)s, %(note)s, %(actor_id)s)
 RETURNING id, created_at;
 
 -- name: agent_token_resolve :one
--- The agent behind a token digest, with the token's state.
-SELECT t.id AS token_id, t.revoked_at, a.id AS agent_id, a.name AS agent, w.name AS workspace
-FROM agent_tokens t
-JOIN agents a ON a.id = t.agent_id
-JOIN workspaces w ON w.id = a.workspace_id
-WHERE t.token_hash = %(token_hash)s;
-
--- name: agent_token_touch :exec
--- Record use, at most once a minute per token.
-UPDATE agent_tokens SET last_used_at = now()
-WHERE id = %(token_id)s AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute');
+-- The agent behind a token digest, with the token's state; records the use (at most once a
+-- minute per token, to keep this cheap).
+WITH token AS (
+    SELECT t.id, t.revoked_at, t.last_used_at, a.id AS agent_id, a.name AS agent,
+           w.name AS workspace
+    FROM agent_tokens t
+    JOIN agents a ON a.id = t.agent_id
+    JOIN workspaces w ON w.id = a.workspace_id
+    WHERE t.token_hash = %(token_hash)s
+), touched AS (
+    UPDATE agent_tokens SET last_used_at = now()
+    WHERE id = (SELECT id FROM token WHERE revoked_at IS NULL)
+      AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+)
+SELECT id AS token_id, revoked_at, agent_id, agent, workspace FROM token;
 
 -- name: agent_token_get :one
 -- One token (never its digest) with its agent and workspace.

@@ -99,7 +99,6 @@ async def resolve_agent_token(conn: Conn, token: str) -> ResolvedAgentToken:
             f"`evalkit tokens create --agent {row['agent']}@{row['workspace']}`",
             code="token-revoked",
         )
-    await conn.execute("agent_token_touch", token_id=row["token_id"])
     return ResolvedAgentToken(
         Actor(agent_id=row["agent_id"]), row["token_id"], row["agent"], row["workspace"]
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -170,12 +171,33 @@ class CollectorEndpoint(Endpoint):
             return Response(status_code=400)
 
 
+MAPPING_TTL_SECONDS = 5.0
+"""How long an agent's session attribute names are reused before the mapping is read again
+(a newly activated mapping applies to batches at most this much later)."""
+
+
 @dataclass
 class Collector:
-    """Per-process collector state: the ingest slots and the partitions known to exist."""
+    """Per-process collector state: the ingest slots, the partitions known to exist, and
+    each agent's session attribute names, read from its active mapping."""
 
     slots: asyncio.Semaphore
     days: set[date] = field(default_factory=set)
+    names: dict[int, tuple[float, list[str]]] = field(default_factory=dict)
+
+    async def session_names(self, conn: Any, agent_id: int) -> list[str]:
+        now = time.monotonic()
+        cached = self.names.get(agent_id)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        mapping = await active_mapping(conn, agent_id)
+        names = (session_attribute_names(mapping[1]) if mapping else []) or list(
+            store.DEFAULT_SESSION_ATTRIBUTES
+        )
+        if len(self.names) > 10_000:
+            self.names.clear()
+        self.names[agent_id] = (now + MAPPING_TTL_SECONDS, names)
+        return names
 
     async def ensure_day(self, db: Database, day: date) -> None:
         if day in self.days:
@@ -341,7 +363,7 @@ async def otel_traces(call: Call) -> Response:
             received_at = datetime.now(UTC)
             try:
                 await state.ensure_day(call.db, received_at.date())
-                result = await _store(call, agent.id, decoded, received_at)
+                result = await _store(call, state, agent.id, decoded, received_at)
             except DatabaseError:
                 state.days.clear()  # a missing partition is created on the next batch
                 raise
@@ -354,17 +376,16 @@ async def otel_traces(call: Call) -> Response:
 
 
 async def _store(
-    call: Call, agent_id: int, decoded: Decoded, received_at: datetime
+    call: Call, state: Collector, agent_id: int, decoded: Decoded, received_at: datetime
 ) -> store.IngestResult:
     settings = call.settings.otel
     async with call.db.transaction() as conn:
-        mapping = await active_mapping(conn, agent_id)
-        names = session_attribute_names(mapping[1]) if mapping else []
+        names = await state.session_names(conn, agent_id)
         result = await store.ingest(
             conn,
             agent_id,
             decoded.spans,
-            session_names=names or store.DEFAULT_SESSION_ATTRIBUTES,
+            session_names=names,
             max_session_bytes=settings.max_session_bytes,
             received_at=received_at,
         )
