@@ -15,7 +15,9 @@ What it does when the answer is not usable:
 - A 400 naming ``response_format`` (a proxy without structured outputs), or a reply in
   prose where JSON was required (a proxy that drops the field), switches to plain mode: no
   ``response_format``, and the prompt ends with :data:`PLAIN_JSON_INSTRUCTION`. The switch
-  is remembered per (base URL, model) for the life of the process.
+  is remembered per (base URL, model) for the life of the process. A 400 naming
+  ``temperature`` (reasoning models take only their default) drops ``temperature: 0`` the
+  same way.
 - Anything else (401, 404, a refusal, a URL the egress policy refuses) is recorded at once.
 
 :func:`grade` never raises: a failure is a :class:`ScoreItem` with ``value`` None and
@@ -262,9 +264,13 @@ def _step_lines(step: dict[str, Any], thinking: bool) -> list[str]:
     return lines
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 def _totals(traj: dict[str, Any], steps: list[dict[str, Any]]) -> str:
     calls = sum(len(s.get("tool_calls") or ()) for s in steps)
-    parts = [f"{len(steps)} steps", f"{calls} tool calls"]
+    parts = [_count(len(steps), "step"), _count(calls, "tool call")]
     final = traj.get("final_metrics") or {}
     prompt = final.get("total_prompt_tokens")
     completion = final.get("total_completion_tokens")
@@ -468,6 +474,9 @@ def no_judge_item(model: str | None = None) -> ScoreItem:
 
 _PLAIN_ONLY: set[tuple[str, str]] = set()
 """(base URL, model) pairs that refused or ignored ``response_format`` in this process."""
+_DEFAULT_TEMPERATURE: set[tuple[str, str]] = set()
+"""(base URL, model) pairs that refused ``temperature: 0`` (reasoning models take only
+their default) in this process."""
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 
@@ -534,9 +543,14 @@ def _snippet(body: bytes) -> str:
     return " ".join(body[:300].decode(errors="replace").split())
 
 
-def _refuses_response_format(body: bytes) -> bool:
+def _refused_parameter(body: bytes) -> str | None:
+    """The request parameter a 400 answer blames: ``response_format`` or ``temperature``."""
     text = body[:4000].decode(errors="replace").lower()
-    return any(word in text for word in ("response_format", "json_schema", "structured output"))
+    if any(word in text for word in ("response_format", "json_schema", "structured output")):
+        return "response_format"
+    if "temperature" in text:
+        return "temperature"
+    return None
 
 
 _HINTS = {
@@ -591,11 +605,14 @@ async def _ask(
 ) -> Verdict:
     pair = (judge.base_url, judge.model)
     plain = pair in _PLAIN_ONLY
+    temperature = pair not in _DEFAULT_TEMPERATURE
     messages = build_messages(ctx, config, plain=plain)
     failures = 0
     unreadable = 0
     while True:
-        body: dict[str, Any] = {"model": judge.model, "messages": messages, "temperature": 0}
+        body: dict[str, Any] = {"model": judge.model, "messages": messages}
+        if temperature:
+            body["temperature"] = 0
         if not plain:
             body["response_format"] = RESPONSE_FORMAT
         try:
@@ -613,10 +630,15 @@ async def _ask(
         except EvalkitError as exc:  # the egress policy refused the URL
             raise _Failed(exc.message) from None
 
-        if status == 400 and not plain and _refuses_response_format(raw):
+        refused = _refused_parameter(raw) if status == 400 else None
+        if refused == "response_format" and not plain:
             plain = True
             _PLAIN_ONLY.add(pair)
             messages = build_messages(ctx, config, plain=True)
+            continue
+        if refused == "temperature" and temperature:
+            temperature = False
+            _DEFAULT_TEMPERATURE.add(pair)
             continue
         if status in RETRY_STATUSES:
             failures += 1

@@ -26,13 +26,7 @@ import msgspec
 from evalkit.auth.secrets import SecretBox
 from evalkit.cases.model import canonical_json
 from evalkit.errors import EvalkitError
-from evalkit.model.evaluator_api import (
-    API_VERSION,
-    EvaluatedCase,
-    EvaluatedRun,
-    EvaluateRequest,
-    Score,
-)
+from evalkit.model.evaluator_api import API_VERSION, Score
 from evalkit.scoring.model import RunContext, ScoreItem
 
 __all__ = ["RemoteEvaluator", "build_request", "evaluate", "load_evaluators", "score_name"]
@@ -94,44 +88,35 @@ def score_name(evaluator: str, name: str) -> str:
 
 
 def build_request(ctx: RunContext, name: str, config: Any) -> dict[str, Any]:
-    """The Custom Evaluator API request for one run, as JSON-ready builtins. Nullable
-    fields are sent as explicit nulls. When the harness sent only structured output, the
-    answer is that output as canonical JSON."""
+    """The Custom Evaluator API request for one run (an ``EvaluateRequest``) as JSON-ready
+    builtins, with nullable fields sent as explicit nulls. When the harness sent only
+    structured output, the answer is that output as canonical JSON."""
     case = ctx.case or {}
     answer = ctx.answer
     if answer is None and ctx.output is not None:
         answer = canonical_json(ctx.output).decode()
-    request = EvaluateRequest(
-        evaluator=name,
-        config=config,
-        case=EvaluatedCase(
-            id=ctx.case_id,
-            input=case.get("input") or {},
-            expected=case.get("expected"),
-            tags=list(case.get("tags") or []),
-            metadata=dict(case.get("metadata") or {}),
-        ),
-        run=EvaluatedRun(
-            id=str(ctx.run_id),
-            answer=answer,
-            output=ctx.output,
-            model=ctx.model,
-            experiment_id=ctx.experiment_id,
-            repetition=ctx.repetition,
-        ),
-    )
-    body: dict[str, Any] = msgspec.to_builtins(request)
-    body["api_version"] = API_VERSION
-    body["config"] = config
-    body["case"].setdefault("expected", None)
-    body["case"].setdefault("tags", [])
-    body["case"].setdefault("metadata", {})
-    run = body["run"]
-    run["output"] = ctx.output
-    run["trajectory"] = ctx.trajectory  # the stored ATIF as it is (validated when collected)
-    run["model"] = ctx.model
-    run["repetition"] = ctx.repetition
-    return body
+    return {
+        "api_version": API_VERSION,
+        "evaluator": name,
+        "config": config,
+        "case": {
+            "id": ctx.case_id,
+            "input": case.get("input") or {},
+            "expected": case.get("expected"),
+            "tags": list(case.get("tags") or []),
+            "metadata": dict(case.get("metadata") or {}),
+        },
+        "run": {
+            "id": str(ctx.run_id),
+            "answer": answer,
+            "output": ctx.output,
+            # the stored ATIF as it is (validated when it was collected)
+            "trajectory": ctx.trajectory,
+            "model": ctx.model,
+            "experiment_id": ctx.experiment_id,
+            "repetition": ctx.repetition,
+        },
+    }
 
 
 class _Reply(msgspec.Struct):

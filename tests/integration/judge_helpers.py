@@ -105,6 +105,8 @@ class JudgeBehaviour:
     """Answer 400 naming response_format whenever a request carries it."""
     ignores_response_format: bool = False
     """Drop response_format: answer in prose unless the prompt asks for plain JSON."""
+    rejects_temperature: bool = False
+    """Answer 400 naming temperature to a request that sets it (as reasoning models do)."""
     api_key: str | None = None
     """When set, a request without ``Authorization: Bearer <api_key>`` gets 401."""
 
@@ -167,6 +169,18 @@ class JudgeServer(LoopbackServer):
                         "message": "Unrecognized request argument supplied: response_format",
                         "type": "invalid_request_error",
                         "param": "response_format",
+                    }
+                },
+                400,
+            )
+        if b.rejects_temperature and "temperature" in body:
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": "Unsupported value: 'temperature' does not support 0 with "
+                        "this model. Only the default (1) value is supported.",
+                        "type": "invalid_request_error",
+                        "param": "temperature",
                     }
                 },
                 400,

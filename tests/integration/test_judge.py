@@ -83,8 +83,10 @@ async def http():
 @pytest.fixture(autouse=True)
 def _forget_plain_mode():
     judge_mod._PLAIN_ONLY.clear()
+    judge_mod._DEFAULT_TEMPERATURE.clear()
     yield
     judge_mod._PLAIN_ONLY.clear()
+    judge_mod._DEFAULT_TEMPERATURE.clear()
 
 
 def run_judge(behaviour: JudgeBehaviour | None = None) -> JudgeServer:
@@ -158,7 +160,7 @@ async def test_trajectory_is_shown_only_when_the_agent_provides_it(http):
         server.stop()
     assert with_steps.value == without.value == thinking.value == 1.0
     steps = sections(server.user_messages(0)[0])["steps"]
-    assert steps.splitlines()[0].startswith("3 steps; 1 tool calls; tokens")
+    assert steps.splitlines()[0].startswith("3 steps; 1 tool call; tokens")
     assert "[1] user: What is 6 * 7?" in steps
     assert "[2] agent (m-1): Let me use my tools." in steps
     assert 'call calculator {"expression":"6 * 7"}' in steps
@@ -316,6 +318,25 @@ async def test_proxy_that_ignores_response_format_gets_the_plain_instruction(htt
     first, second = (r["body"] for r in server.requests)
     assert "response_format" in first and "response_format" not in second
     assert second["messages"][1]["content"].endswith(PLAIN_JSON_INSTRUCTION)
+
+
+async def test_a_model_that_takes_only_its_default_temperature(http):
+    server = run_judge(JudgeBehaviour(rejects_temperature=True, rejects_response_format=True))
+    try:
+        judge = setup(server)
+        [first] = await grade(context(), JudgeConfig(rubric=RUBRIC), judge=judge, http=http)
+        [second] = await grade(context(), JudgeConfig(rubric=RUBRIC), judge=judge, http=http)
+    finally:
+        server.stop()
+    assert first.value == second.value == 1.0
+    bodies = [r["body"] for r in server.requests]
+    # response_format refused, then temperature refused, then plain without temperature;
+    # the next run asks that way at once
+    assert len(bodies) == 4
+    assert "response_format" in bodies[0] and "temperature" in bodies[0]
+    assert "response_format" not in bodies[1] and bodies[1]["temperature"] == 0
+    assert "response_format" not in bodies[2] and "temperature" not in bodies[2]
+    assert bodies[3] == bodies[2]
 
 
 @pytest.mark.parametrize(

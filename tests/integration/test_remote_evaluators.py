@@ -6,6 +6,7 @@ scoring end to end: a harness run graded by the judge and a remote evaluator."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import httpx
 import msgspec
@@ -17,12 +18,12 @@ from evalkit.cases.model import canonical_json
 from evalkit.config import EgressSettings
 from evalkit.db import Database
 from evalkit.harness import _agent
-from evalkit.model.evaluator_api import EvaluateRequest
+from evalkit.model.evaluator_api import EvaluateRequest, Score
 from evalkit.model.harness import Provides
 from evalkit.outbound import make_client
 from evalkit.scoring.judge import PROMPT_HASH
 from evalkit.scoring.model import RunContext
-from evalkit.scoring.remote import RemoteEvaluator, evaluate, load_evaluators
+from evalkit.scoring.remote import RemoteEvaluator, build_request, evaluate, load_evaluators
 from evalkit.store.evaluators import key_context
 from tests.conftest import ADMIN_PASSWORD
 from tests.integration.datasets_helpers import Repo, add_user, admin_api, login
@@ -510,3 +511,15 @@ def test_a_harness_run_is_graded_by_the_judge_and_remote_evaluators(database_url
     assert {b["case"]["id"] for b in echo} == {"mul", "add"}
     assert all(b["config"] == ["any", "config"] for b in echo)
     assert all(b["run"]["trajectory"]["steps"] for b in echo)
+
+
+def test_the_docs_show_the_request_and_answer_evalkit_uses():
+    text = (Path(__file__).parents[2] / "docs" / "evaluators.md").read_text()
+    blocks = [b.split("```")[0] for b in text.split("```json\n")[1:]]
+    request, answer = (msgspec.json.decode(b) for b in blocks[:2])
+    sent = build_request(context(traj=trajectory()), "required_tool_calls", {})
+    assert list(request) == list(sent)
+    assert list(request["case"]) == list(sent["case"])
+    assert list(request["run"]) == list(sent["run"])
+    for score in answer["scores"]:
+        msgspec.convert(score, Score)
