@@ -12,6 +12,7 @@ What it does when the answer is not usable:
   replies in all.
 - 429, 408 and 5xx answers and transport failures (no connection, timeout) are retried with
   exponential backoff, honouring ``Retry-After``, at most ``attempts`` requests in all.
+- One run's grading stops at ``budget`` seconds, retries included.
 - A 400 naming ``response_format`` (a proxy without structured outputs), or a reply in
   prose where JSON was required (a proxy that drops the field), switches to plain mode: no
   ``response_format``, and the prompt ends with :data:`PLAIN_JSON_INSTRUCTION`. The switch
@@ -76,6 +77,8 @@ DEFAULT_BACKOFF = 1.0
 """Seconds before the first retry; doubled each time, up to ``MAX_BACKOFF``."""
 MAX_BACKOFF = 30.0
 MAX_RETRY_AFTER = 60.0
+DEFAULT_BUDGET = 600.0
+"""Seconds one run's grading may take in all, retries included; then it gives up."""
 """The longest ``Retry-After`` honoured; a longer one is cut to this."""
 MAX_REPLY_BYTES = 4 * 2**20
 
@@ -419,6 +422,7 @@ class JudgeSetup:
     backoff: float = DEFAULT_BACKOFF
     max_backoff: float = MAX_BACKOFF
     max_retry_after: float = MAX_RETRY_AFTER
+    budget: float = DEFAULT_BUDGET
 
     @property
     def url(self) -> str:
@@ -582,13 +586,13 @@ def _read_completion(raw: bytes) -> tuple[str | None, str | None, bool]:
 
 
 async def _post(
-    http: httpx.AsyncClient, judge: JudgeSetup, body: dict[str, Any]
+    http: httpx.AsyncClient, judge: JudgeSetup, body: dict[str, Any], timeout: float
 ) -> tuple[int, httpx.Headers, bytes]:
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if judge.api_key:
         headers["Authorization"] = f"Bearer {judge.api_key}"
     async with http.stream(
-        "POST", judge.url, content=msgspec.json.encode(body), headers=headers, timeout=judge.timeout
+        "POST", judge.url, content=msgspec.json.encode(body), headers=headers, timeout=timeout
     ) as response:
         chunks: list[bytes] = []
         size = 0
@@ -609,23 +613,41 @@ async def _ask(
     messages = build_messages(ctx, config, plain=plain)
     failures = 0
     unreadable = 0
+    deadline = time.monotonic() + judge.budget
+
+    async def wait(delay: float, last: str) -> None:
+        """Sleep before a retry, unless that would run past the run's budget."""
+        if time.monotonic() + delay >= deadline:
+            raise _Failed(
+                f"the judge gave no usable answer within {judge.budget:g} s (the budget for "
+                f"one run); the last: {last}"
+            )
+        await asyncio.sleep(delay)
+
     while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Failed(
+                f"the judge gave no usable answer within {judge.budget:g} s (the budget for "
+                "one run)"
+            )
+        timeout = min(judge.timeout, left)
         body: dict[str, Any] = {"model": judge.model, "messages": messages}
         if temperature:
             body["temperature"] = 0
         if not plain:
             body["response_format"] = RESPONSE_FORMAT
         try:
-            status, headers, raw = await _post(http, judge, body)
+            status, headers, raw = await _post(http, judge, body, timeout)
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             failures += 1
             if isinstance(exc, httpx.TimeoutException):
-                what = f"no answer within {judge.timeout:g} s"
+                what = f"no answer within {timeout:g} s"
             else:
                 what = f"cannot reach {judge.url} ({type(exc).__name__}: {exc})"
             if failures >= judge.attempts:
                 raise _Failed(f"the judge failed {failures} times; the last: {what}") from None
-            await asyncio.sleep(_delay(judge, failures, None))
+            await wait(_delay(judge, failures, None), what)
             continue
         except EvalkitError as exc:  # the egress policy refused the URL
             raise _Failed(exc.message) from None
@@ -646,7 +668,8 @@ async def _ask(
                 raise _Failed(
                     f"the judge answered {status} {failures} times; the last said: {_snippet(raw)}"
                 )
-            await asyncio.sleep(_delay(judge, failures, _retry_after(headers)))
+            last = f"it answered {status}: {_snippet(raw)}"
+            await wait(_delay(judge, failures, _retry_after(headers)), last)
             continue
         if status != 200:
             hint = _HINTS.get(status)

@@ -240,6 +240,24 @@ async def test_429_waits_for_retry_after(http):
     assert 1.0 <= waited < 2.0, waited  # Retry-After honoured, not the 0.01 s backoff
 
 
+async def test_a_retry_past_the_budget_gives_up_at_once(http):
+    server = run_judge(JudgeBehaviour(script=["429"], retry_after="30"))
+    try:
+        started = time.monotonic()
+        [item] = await grade(
+            context(), JudgeConfig(rubric=RUBRIC), judge=setup(server, budget=2), http=http
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        server.stop()
+    assert elapsed < 1 and len(server.requests) == 1
+    assert item.value is None
+    assert item.error == (
+        "the judge gave no usable answer within 2 s (the budget for one run); the last: it "
+        "answered 429: Rate limit reached"
+    )
+
+
 async def test_5xx_backs_off_then_succeeds_or_gives_up(http):
     server = run_judge(JudgeBehaviour(script=["500", "503", "500"]))
     try:

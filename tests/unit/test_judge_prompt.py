@@ -223,3 +223,4 @@ def test_docs_show_the_prompt_verbatim():
     assert f"{judge.DEFAULT_MALFORMED_ATTEMPTS} answers at most" in text
     assert f"{judge.DEFAULT_ATTEMPTS} requests at most" in text
     assert f"no answer within {judge.DEFAULT_TIMEOUT:g} s" in text
+    assert f"passing {judge.DEFAULT_BUDGET:g} s" in text
