@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -133,13 +133,28 @@ def _no_trajectory(ctx: RunContext) -> str:
     return "no trajectory was collected for this run"
 
 
+_CACHE_SIZE = 16
+_converted: OrderedDict[int, tuple[dict[str, Any], Trajectory | None]] = OrderedDict()
+"""The last trajectories read, by the identity of their JSON (held, so an id is not reused
+while cached): the evaluators of one run read its trajectory once, not once each."""
+
+
 def _trajectory(ctx: RunContext) -> Trajectory | None:
-    if ctx.trajectory is None or ctx.trajectory_valid is False:
+    doc = ctx.trajectory
+    if doc is None or ctx.trajectory_valid is False:
         return None
+    hit = _converted.get(id(doc))
+    if hit is not None and hit[0] is doc:
+        _converted.move_to_end(id(doc))
+        return hit[1]
     try:
-        return msgspec.convert(ctx.trajectory, Trajectory)
+        traj: Trajectory | None = msgspec.convert(doc, Trajectory)
     except (msgspec.ValidationError, ValueError):
-        return None
+        traj = None
+    _converted[id(doc)] = (doc, traj)
+    while len(_converted) > _CACHE_SIZE:
+        _converted.popitem(last=False)
+    return traj
 
 
 def _must_trajectory(ctx: RunContext) -> Trajectory:

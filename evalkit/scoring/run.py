@@ -130,23 +130,38 @@ async def score_run(
     evaluators its case selects (only those named in ``only``, when given). Returns every
     score of the run in that round, those a previous attempt stored included."""
     async with db.connection() as conn:
-        loaded = await store.run_context(conn, run_id)
-        round_ = loaded.current_round if round is None else round
-        done = await store.stored_evaluators(conn, run_id, round_)
-    ctx = loaded.ctx
+        loaded = await store.run_context(conn, run_id, round)
+    ctx, round_ = loaded.ctx, loaded.round
     todo = [
-        s for s in select_evaluators(ctx.case.get("evaluators"), only) if s.identity not in done
+        s
+        for s in select_evaluators(ctx.case.get("evaluators"), only)
+        if s.identity not in loaded.stored
     ]
+    computed: list[ScoreItem] = []
     limit = asyncio.Semaphore(max(concurrency, 1))
     services = _Services(db, settings, http)
 
+    async def local(selected: list[Selected]) -> None:
+        # Built-ins take microseconds: run them one after the other, store them at once.
+        items = _unique([i for s in selected for i in await _guarded(s, ctx, services, timeout)])
+        async with db.connection() as conn:
+            await store.insert_scores(conn, run_id, round_, items)
+        computed.extend(items)
+
     async def one(selected: Selected) -> None:
+        # The judge and remote evaluators: side by side, each stored as soon as it ends,
+        # so a replay after a crash does not ask again one that had answered.
         async with limit:
             items = await _guarded(selected, ctx, services, timeout)
         async with db.connection() as conn:
             await store.insert_scores(conn, run_id, round_, items)
+        computed.extend(items)
 
-    await asyncio.gather(*(one(s) for s in todo))
+    builtins = [s for s in todo if s.key in BUILTINS]
+    others = [s for s in todo if s.key not in BUILTINS]
+    await asyncio.gather(*([local(builtins)] if builtins else []), *(one(s) for s in others))
+    if not loaded.stored and len({i.name for i in computed}) == len(computed):
+        return computed  # nothing was there before: what was computed is what is stored
     async with db.connection() as conn:
         return [store.as_item(s) for s in await store.run_scores(conn, run_id, round_)]
 

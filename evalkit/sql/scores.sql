@@ -1,11 +1,16 @@
 -- name: score_context_get :one
 -- Everything an evaluator sees of one run: the run, its case version (and the version its
--- overlay patches), its trajectory, the experiment's capabilities and current round, and
--- the agent's own provides.
+-- overlay patches), its trajectory, the experiment's capabilities and current round, the
+-- agent's own provides; and which evaluators already stored scores in the round asked for
+-- (null: the current one).
 SELECT r.id AS run_id, r.experiment_id, r.case_id, r.repetition, r.state, r.harness_status,
        r.timed_out, r.answer, r.output, r.started_at,
        COALESCE(r.harness_done_at, r.finished_at) AS finished_at,
        e.model, e.capabilities, e.scoring_round, e.driver,
+       COALESCE(%(round)s::integer, e.scoring_round) AS round,
+       ARRAY(SELECT DISTINCT s.evaluator FROM scores s
+             WHERE s.run_id = r.id
+               AND s.round = COALESCE(%(round)s::integer, e.scoring_round)) AS stored,
        a.workspace_id AS agent_workspace_id, a.provides AS agent_provides,
        v.content, tv.content AS target_content,
        t.body AS trajectory, t.valid AS trajectory_valid
@@ -16,10 +21,6 @@ JOIN case_versions v ON v.id = r.case_version_id
 LEFT JOIN case_versions tv ON tv.id = r.target_version_id
 LEFT JOIN trajectories t ON t.run_id = r.id
 WHERE r.id = %(run_id)s;
-
--- name: scores_evaluators_stored :many
--- Which evaluators already stored scores for a run in a round (a replayed job skips them).
-SELECT DISTINCT evaluator FROM scores WHERE run_id = %(run_id)s AND round = %(round)s;
 
 -- name: scores_insert :exec
 -- Scores of one run and round; a name already stored there is kept as it was.

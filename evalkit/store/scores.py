@@ -19,17 +19,23 @@ _json = msgspec.json.Encoder()
 
 class Loaded(msgspec.Struct, kw_only=True):
     ctx: RunContext
-    current_round: int
+    round: int
+    """The round asked for, or the experiment's current one."""
+    stored: frozenset[str]
+    """Evaluators (``ScoreItem.evaluator``) that already stored scores in that round."""
     driver: str
 
 
-async def run_context(conn: Conn, run_id: int) -> Loaded:
-    """The run as its evaluators see it (see :func:`context_from_row`)."""
-    row = await conn.one("score_context_get", run_id=run_id)
+async def run_context(conn: Conn, run_id: int, round: int | None = None) -> Loaded:
+    """The run as its evaluators see it (see :func:`context_from_row`), in ``round``."""
+    row = await conn.one("score_context_get", run_id=run_id, round=round)
     if row is None:
         raise NotFound(f"no run {run_id}; see `evalkit experiments show ID`", code="no-such-run")
     return Loaded(
-        ctx=context_from_row(row), current_round=row["scoring_round"], driver=row["driver"]
+        ctx=context_from_row(row),
+        round=row["round"],
+        stored=frozenset(row["stored"]),
+        driver=row["driver"],
     )
 
 
@@ -72,11 +78,6 @@ def provides_of(
     merged.update(agent_provides or {})
     known = {name: bool(merged[name]) for name in Provides.__struct_fields__ if name in merged}
     return Provides(**known)
-
-
-async def stored_evaluators(conn: Conn, run_id: int, round: int) -> set[str]:
-    rows = await conn.all("scores_evaluators_stored", run_id=run_id, round=round)
-    return {row["evaluator"] for row in rows}
 
 
 async def insert_scores(conn: Conn, run_id: int, round: int, items: list[ScoreItem]) -> None:
