@@ -241,7 +241,9 @@ def raw_copy_rate(db_url: str, batches: list[bytes]) -> float:
                             s.end_ns,
                             s.status_code,
                             s.status_message,
+                            s.scope,
                             s.body,
+                            s.resource_body,
                             s.size,
                         )
                     )

@@ -1,9 +1,13 @@
 """OTLP trace requests (protobuf or JSON) decoded into spans ready to store.
 
-The decoder keeps what the sender said: attributes, events, links, the resource and the
-scope, as JSON text (OTLP ``AnyValue`` becomes str, bool, int, float, list or dict; bytes
-become base64 text). It refuses a body that is not a trace export, and names what it is
-when it is a logs or metrics export sent to the traces URL.
+The collector stores what the sender said, byte for byte: each span as its OTLP protobuf
+encoding (attributes, events, links, everything) and its resource likewise; a JSON export
+is stored in the same protobuf form. Only the columns the server sorts, groups and shows
+by (ids, parent, name, kind, times, status) are read out at ingest; the rest is turned into
+plain JSON values (OTLP ``AnyValue`` becomes str, bool, int, float, list or dict; bytes
+become base64 text) when a span is read back. The decoder refuses a body that is not a
+trace export, and names what it is when it is a logs or metrics export sent to the traces
+URL.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
 from evalkit.otel.model import Span, SpanEvent
 
@@ -28,9 +34,7 @@ INT64_MAX = 2**63 - 1
 ZERO_TRACE = bytes(16)
 ZERO_SPAN = bytes(8)
 SPAN_OVERHEAD = 64
-"""Bytes a span counts for beyond its JSON body and name (ids, times, row header)."""
-
-_encode = msgspec.json.Encoder().encode
+"""Bytes a span counts for beyond its encoding and name (ids, times, row header)."""
 
 
 class NotTraces(ValueError):
@@ -39,7 +43,7 @@ class NotTraces(ValueError):
 
 @dataclass(slots=True)
 class Incoming:
-    """One decoded span, with its stored JSON body already encoded."""
+    """One decoded span: the columns read out, and its stored protobuf bytes."""
 
     trace_id: bytes
     span_id: bytes
@@ -51,7 +55,12 @@ class Incoming:
     status_code: int
     status_message: str | None
     body: bytes
-    attributes: dict[str, Any]
+    """The span's protobuf encoding (``opentelemetry.proto.trace.v1.Span``), as received."""
+    resource_body: bytes
+    """Its resource's protobuf encoding, shared by the spans of one ResourceSpans."""
+    scope: str | None
+    message: Any
+    """The decoded Span message (for the attributes of the few spans whose session is read)."""
     resource: dict[str, Any]
 
     @property
@@ -66,7 +75,7 @@ class Incoming:
             name=self.name,
             start_ns=self.start_ns,
             end_ns=self.end_ns,
-            attributes=self.attributes,
+            attributes=attributes(self.message.attributes),
             resource=self.resource,
         )
 
@@ -239,10 +248,9 @@ def spans_of(request: ExportTraceServiceRequest) -> Decoded:
     out = decoded.spans
     for rs in request.resource_spans:
         resource = attributes(rs.resource.attributes)
-        head = b'{"resource":' + _encode(resource)
+        resource_body = rs.resource.SerializeToString()
         for ss in rs.scope_spans:
             scope = ss.scope.name or None
-            scope_json = b',"scope":' + _encode(scope)
             for sp in ss.spans:
                 trace_id, span_id = sp.trace_id, sp.span_id
                 parent = sp.parent_span_id or None
@@ -259,28 +267,6 @@ def spans_of(request: ExportTraceServiceRequest) -> Decoded:
                 if start > INT64_MAX or end > INT64_MAX:
                     decoded.bad_times += 1
                     continue
-                attrs = attributes(sp.attributes)
-                body = head + scope_json + b',"attributes":' + _encode(attrs)
-                if sp.events:
-                    events = [
-                        {
-                            "name": e.name,
-                            "time_ns": e.time_unix_nano,
-                            "attributes": attributes(e.attributes),
-                        }
-                        for e in sp.events
-                    ]
-                    body += b',"events":' + _encode(events)
-                if sp.links:
-                    links = [
-                        {
-                            "trace_id": _hex(link.trace_id),
-                            "span_id": _hex(link.span_id),
-                            "attributes": attributes(link.attributes),
-                        }
-                        for link in sp.links
-                    ]
-                    body += b',"links":' + _encode(links)
                 status = sp.status
                 out.append(
                     Incoming(
@@ -293,19 +279,26 @@ def spans_of(request: ExportTraceServiceRequest) -> Decoded:
                         end_ns=end,
                         status_code=status.code,
                         status_message=_text(status.message) if status.message else None,
-                        body=body + b"}",
-                        attributes=attrs,
+                        body=sp.SerializeToString(),
+                        resource_body=resource_body,
+                        scope=_text(scope) if scope else None,
+                        message=sp,
                         resource=resource,
                     )
                 )
     return decoded
 
 
-def span_from_row(row: dict[str, Any]) -> Span:
-    """A stored span (a row of ``spans``) as the shared :class:`Span` contract."""
-    body = row["body"]
-    if isinstance(body, (bytes, str)):
-        body = msgspec.json.decode(body)
+def span_from_row(row: dict[str, Any], resources: dict[bytes, dict[str, Any]]) -> Span:
+    """A stored span (a row of ``spans``) as the shared :class:`Span` contract.
+    ``resources`` caches decoded resources across the rows of one read."""
+    message = ProtoSpan.FromString(row["body"])
+    resource_body = bytes(row["resource"])
+    resource = resources.get(resource_body)
+    if resource is None:
+        resource = resources[resource_body] = attributes(
+            Resource.FromString(resource_body).attributes
+        )
     parent = row["parent_span_id"]
     return Span(
         trace_id=_hex(row["trace_id"]),
@@ -315,10 +308,13 @@ def span_from_row(row: dict[str, Any]) -> Span:
         kind=row["kind"],
         start_ns=row["start_ns"],
         end_ns=row["end_ns"],
-        attributes=body.get("attributes") or {},
-        events=msgspec.convert(body.get("events") or [], list[SpanEvent]),
+        attributes=attributes(message.attributes),
+        events=[
+            SpanEvent(name=e.name, time_ns=e.time_unix_nano, attributes=attributes(e.attributes))
+            for e in message.events
+        ],
         status_code=row["status_code"],
         status_message=row["status_message"],
-        resource=body.get("resource") or {},
-        scope=body.get("scope"),
+        resource=resource,
+        scope=row["scope"],
     )

@@ -58,7 +58,7 @@ WHERE k.agent_id = %(agent_id)s AND k.trace_id = d.trace_id AND k.span_id = d.sp
 -- name: span_copy :exec
 -- Binary COPY of a batch's new spans (routed to the partition of received_at).
 COPY spans (received_at, agent_id, trace_id, span_id, parent_span_id, name, kind, start_ns,
-            end_ns, status_code, status_message, body, size)
+            end_ns, status_code, status_message, scope, body, resource, size)
 FROM STDIN (FORMAT BINARY);
 
 -- name: span_key_delete_before :exec
@@ -68,7 +68,7 @@ DELETE FROM span_keys WHERE received_at < %(cutoff)s;
 -- name: span_list_for_session :many
 -- Every stored span of a session (the spans of its traces), by start time then span id.
 SELECT s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.start_ns, s.end_ns,
-       s.status_code, s.status_message, s.body
+       s.status_code, s.status_message, s.scope, s.body, s.resource
 FROM trace_sessions t
 JOIN spans s ON s.agent_id = t.agent_id AND s.trace_id = t.trace_id
 WHERE t.agent_id = %(agent_id)s AND t.session_id = %(session_id)s

@@ -45,7 +45,9 @@ _COPY_TYPES = [
     "int8",
     "int2",
     "text",
-    "bytea",  # the json column: its binary form is the JSON text itself
+    "text",
+    "bytea",
+    "bytea",
     "int4",
 ]
 
@@ -328,7 +330,9 @@ async def _copy_spans(
                         s.end_ns,
                         s.status_code,
                         s.status_message,
+                        s.scope,
                         s.body,
+                        s.resource_body,
                         s.size,
                     )
                 )
@@ -344,7 +348,8 @@ async def _copy_spans(
 async def spans_for_session(conn: Conn, agent_id: int, session_id: str) -> list[Span]:
     """Every stored span of a session, by start time then span id, as received."""
     rows = await conn.all("span_list_for_session", agent_id=agent_id, session_id=session_id)
-    return [span_from_row(row) for row in rows]
+    resources: dict[bytes, dict[str, Any]] = {}
+    return [span_from_row(row, resources) for row in rows]
 
 
 async def session_row(conn: Conn, agent_id: int, session_id: str) -> dict[str, Any] | None:

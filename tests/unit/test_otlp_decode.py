@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from evalkit.edge.routes.otel import status_protobuf
-from evalkit.otel.otlp import NotTraces, decode_json, decode_protobuf
+from evalkit.otel.otlp import NotTraces, decode_json, decode_protobuf, span_from_row
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 SPAN = "eee19b7ec3c1b174"
@@ -36,7 +36,7 @@ def test_json_ids_are_hex_not_base64():
     assert span.start_ns == 5 and span.parent_span_id is None
 
 
-def test_json_values_and_body():
+def test_json_values_read_back():
     attrs = [
         {"key": "s", "value": {"stringValue": "x"}},
         {"key": "i", "value": {"intValue": "42"}},
@@ -52,9 +52,25 @@ def test_json_values_and_body():
             "value": {"kvlistValue": {"values": [{"key": "k", "value": {"boolValue": False}}]}},
         },
     ]
-    [span] = decode_json(msgspec.json.encode(request(attributes=attrs, kind=3))).spans
-    body = msgspec.json.decode(span.body)
-    assert body["attributes"] == {
+    events = [{"name": "e", "timeUnixNano": "7", "attributes": attrs[:1]}]
+    body = request(attributes=attrs, kind=3, events=events, parentSpanId="01" * 8)
+    [span] = decode_json(msgspec.json.encode(body)).spans
+    row = {
+        "trace_id": span.trace_id,
+        "span_id": span.span_id,
+        "parent_span_id": span.parent_span_id,
+        "name": span.name,
+        "kind": span.kind,
+        "start_ns": span.start_ns,
+        "end_ns": span.end_ns,
+        "status_code": span.status_code,
+        "status_message": span.status_message,
+        "scope": span.scope,
+        "body": span.body,
+        "resource": span.resource_body,
+    }
+    read = span_from_row(row, {})
+    assert read.attributes == {
         "s": "x",
         "i": 42,
         "d": 0.5,
@@ -63,8 +79,9 @@ def test_json_values_and_body():
         "list": [1, "y"],
         "map": {"k": False},
     }
-    assert body["resource"] == {"service.name": "a"} and body["scope"] == "lib"
-    assert span.kind == 3
+    assert read.resource == {"service.name": "a"} and read.scope == "lib"
+    assert (read.kind, read.parent_span_id, read.trace_id) == (3, "01" * 8, TRACE)
+    assert [(e.name, e.time_ns, e.attributes) for e in read.events] == [("e", 7, {"s": "x"})]
 
 
 def test_bad_ids_are_counted_not_fatal():

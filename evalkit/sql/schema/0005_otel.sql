@@ -24,9 +24,12 @@ CREATE INDEX agent_tokens_agent_idx ON agent_tokens (agent_id);
 -- scanned by every new partition). Retention drops whole partitions.
 -- No foreign keys: they would cost a lookup per row on the hot path; agent ids are never
 -- reused, so spans of a deleted agent are unreachable and go with their partition.
--- body is the JSON text as stored (json, not jsonb: kept byte for byte):
--- {"resource": {...}, "scope": "name", "attributes": {...}, "events": [...], "links": [...]}.
--- size is what the span counts against otel.max_session_bytes.
+-- body is the span as received, in its OTLP protobuf encoding (opentelemetry.proto.trace.v1
+-- .Span: attributes, events, links and all), whatever the export's encoding was; resource
+-- is its resource's encoding. Nothing is parsed or re-encoded on the way in (JSON columns
+-- cost the collector a conversion per attribute and the server a parse per row); readers
+-- decode them (evalkit.otel.otlp.span_from_row). The columns beside them are what the
+-- server sorts and shows by. size is what the span counts against otel.max_session_bytes.
 CREATE TABLE spans (
     received_at    timestamptz NOT NULL,
     agent_id       bigint NOT NULL,
@@ -39,7 +42,9 @@ CREATE TABLE spans (
     end_ns         bigint NOT NULL,
     status_code    smallint NOT NULL,
     status_message text,
-    body           json NOT NULL,
+    scope          text,
+    body           bytea NOT NULL,
+    resource       bytea NOT NULL,
     size           integer NOT NULL
 ) PARTITION BY RANGE (received_at);
 CREATE INDEX spans_agent_trace_idx ON spans (agent_id, trace_id);
