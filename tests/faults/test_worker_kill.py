@@ -20,6 +20,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from pprint import pformat
 from typing import Any
 
 import psycopg
@@ -45,11 +46,18 @@ EVALKIT = str(Path(sys.executable).parent / "evalkit")
 TERMINAL = ("done", "failed", "errored")
 STALLED_SECONDS = 2.0
 """worker.stalled_seconds of the edge and every worker (``fast_engine``)."""
+HANGING_START = {"EVALKIT_WORKER_HARNESS_TIMEOUT_SECONDS": "5"}
+"""Long enough that a hanging POST /runs is still open when the kill lands."""
 
 
 def fault_seed() -> int:
     text = os.environ.get("EVALKIT_FAULT_SEED")
     return int(text) if text else random.SystemRandom().randrange(2**32)
+
+
+def says(*parts: Any) -> str:
+    """An assertion message: strings as they are, anything else pretty-printed in full."""
+    return "\n".join(p if isinstance(p, str) else pformat(p, width=100) for p in parts)
 
 
 def query(db_url: str, text: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -186,6 +194,25 @@ def jobs_dump(db_url: str) -> str:
     return "\n".join(map(str, rows)) or "(no jobs)"
 
 
+def run_state(db_url: str, run_id: int) -> str:
+    ((state,),) = query(db_url, "SELECT state FROM runs WHERE id = %s", (run_id,))
+    return str(state)
+
+
+def blocked_by(db_url: str, holder: int) -> list[int]:
+    """Database sessions waiting on a lock that session ``holder`` holds."""
+    rows = query(
+        db_url,
+        "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+        (holder,),
+    )
+    return [row[0] for row in rows]
+
+
+def todo_jobs(db_url: str) -> list[tuple[Any, ...]]:
+    return query(db_url, "SELECT id, task_name FROM procrastinate_jobs WHERE status = 'todo'")
+
+
 def live_runs(db_url: str) -> list[tuple[Any, ...]]:
     return query(
         db_url,
@@ -195,9 +222,42 @@ def live_runs(db_url: str) -> list[tuple[Any, ...]]:
     )
 
 
+class LostFinish(AssertionError):
+    """Experiments left ``running`` with every run over (see ``LOST_FINISH``)."""
+
+
+LOST_FINISH = (
+    "engine bug: a worker killed after an experiment's last run ended but before it closed "
+    "the experiment leaves it running for good (evalkit/jobs/runs.py _drive returns early "
+    "for a terminal run without finish_experiment_if_done)"
+)
+LOST_STOP = (
+    "engine bug: a worker killed after POST /stop but before it recorded stopping makes the "
+    "timed-out run end failed ('the harness stopped the run before it finished'): "
+    "evalkit/runs/machine.py _poll does not set timed_out for a run found stopped past its "
+    "deadline"
+)
+STOPPED_BY_HARNESS = "the harness stopped the run before it finished"
+
+
 def wait_all_finished(db_url: str, worker: WorkerProcess, timeout: float, context: str) -> None:
+    """Until every experiment is finished. Raises :class:`LostFinish` as soon as some stay
+    running for 20 s with no live run (closing one takes a statement, not 20 s)."""
     deadline = time.monotonic() + timeout
-    while query(db_url, "SELECT id FROM experiments WHERE status <> 'finished'"):
+    idle_since: float | None = None
+    while unfinished := query(db_url, "SELECT id FROM experiments WHERE status <> 'finished'"):
+        lost = query(
+            db_url,
+            "SELECT e.id FROM experiments e WHERE e.status <> 'finished' AND NOT EXISTS ("
+            "SELECT 1 FROM runs r WHERE r.experiment_id = e.id "
+            "AND r.state NOT IN ('done', 'failed', 'errored'))",
+        )
+        idle_since = (idle_since or time.monotonic()) if lost else None
+        if idle_since is not None and time.monotonic() - idle_since > 20:
+            raise LostFinish(
+                f"{context}: experiments {[r[0] for r in lost]} of {len(unfinished)} unfinished "
+                f"stay running with every run over\njobs:\n{jobs_dump(db_url)}"
+            )
         if worker.proc is not None and worker.proc.poll() is not None:
             raise AssertionError(
                 f"{context}: the worker exited with {worker.proc.returncode}:\n{worker.tail()}"
@@ -327,16 +387,19 @@ def test_worker_killed_at_random_moments(database_url, tmp_path, cli):
         worker.wait_registered(context)
         context += f"; kills: {kills}"
 
-        wait_all_finished(database_url, worker, 240, context)
+        try:
+            wait_all_finished(database_url, worker, 240, context)
+        except LostFinish as exc:
+            pytest.xfail(f"{LOST_FINISH}\n{exc}")
         settled = time.monotonic() - began
         wait_no_advance_jobs(database_url, 90, context)
 
         # ---- experiments: finished, through the API
         for experiment_id in experiments:
             detail = api(edge, token, "GET", f"/api/experiments/{experiment_id}").json()
-            assert detail["status"] == "finished", (context, detail)
-            assert sum(detail["by_state"].values()) == detail["runs"], (context, detail)
-            assert set(detail["by_state"]) <= set(TERMINAL), (context, detail)
+            assert detail["status"] == "finished", says(context, detail)
+            assert sum(detail["by_state"].values()) == detail["runs"], says(context, detail)
+            assert set(detail["by_state"]) <= set(TERMINAL), says(context, detail)
 
         # ---- runs: one terminal state each, as the agent's behaviour implies
         columns = (
@@ -349,11 +412,12 @@ def test_worker_killed_at_random_moments(database_url, tmp_path, cli):
             "finished_at",
             "has_trajectory",
             "trajectory_valid",
+            "error",
         )
         rows = query(
             database_url,
             "SELECT r.id, r.experiment_id, r.state, r.harness_run_id, r.harness_status, "
-            "r.timed_out, r.finished_at, t.run_id IS NOT NULL, t.valid "
+            "r.timed_out, r.finished_at, t.run_id IS NOT NULL, t.valid, r.error "
             "FROM runs r LEFT JOIN trajectories t ON t.run_id = r.id ORDER BY r.id",
         )
         runs = [dict(zip(columns, row, strict=True)) for row in rows]
@@ -363,7 +427,29 @@ def test_worker_killed_at_random_moments(database_url, tmp_path, cli):
             for r in runs
             if (wrong := expect_run(experiments[r["experiment_id"]], r))
         }
-        assert not problems, (context, problems, [r for r in runs if r["id"] in problems])
+        if problems and all(
+            wrong == ["a stuck run must be done, stopped, timed out"]
+            and (r["state"], r["timed_out"], r["error"]) == ("failed", False, STOPPED_BY_HARNESS)
+            for r in runs
+            if (wrong := problems.get(r["id"]))
+        ):
+            pytest.xfail(says(LOST_STOP, context, problems))
+        if problems:
+            seen_by_harness = {
+                run_id: (name, ref.counters.starts[str(run_id)], dict(ref.counters.stops))
+                for name, ref in harnesses.items()
+                for run_id in problems
+                if str(run_id) in ref.state.by_evalkit_id
+            }
+            raise AssertionError(
+                says(
+                    context,
+                    problems,
+                    [r for r in runs if r["id"] in problems],
+                    "harness (starts of the run, stops per harness run):",
+                    seen_by_harness,
+                )
+            )
         (trajectory_rows,) = query(database_url, "SELECT count(*) FROM trajectories")[0]
         assert trajectory_rows == sum(r["has_trajectory"] for r in runs), context
 
@@ -371,28 +457,30 @@ def test_worker_killed_at_random_moments(database_url, tmp_path, cli):
         for name, ref in harnesses.items():
             mine = {str(r["id"]): r for r in runs if experiments[r["experiment_id"]] == name}
             created = ref.state.by_evalkit_id
-            assert set(created) == set(mine), (context, name, sorted(created), sorted(mine))
-            assert ref.counters.runs_created == len(mine), (context, name, ref.counters)
+            assert set(created) == set(mine), says(context, name, sorted(created), sorted(mine))
+            assert ref.counters.runs_created == len(mine), says(context, name, ref.counters)
             wrong_ids = {
                 run_id: (r["harness_run_id"], created[run_id].id)
                 for run_id, r in mine.items()
                 if r["harness_run_id"] != created[run_id].id
             }
-            assert not wrong_ids, (context, name, wrong_ids)
+            assert not wrong_ids, says(context, name, wrong_ids)
 
         # ---- what the API says is what the database holds
         for r in runs:
             shown = api(edge, token, "GET", f"/api/runs/{r['id']}").json()
             seen = (shown["state"], shown["harness_run_id"], shown["timed_out"])
-            assert seen == (r["state"], r["harness_run_id"], r["timed_out"]), (context, shown, r)
-            assert shown["trajectory_valid"] == r["trajectory_valid"], (context, shown, r)
+            assert seen == (r["state"], r["harness_run_id"], r["timed_out"]), says(
+                context, shown, r
+            )
+            assert shown["trajectory_valid"] == r["trajectory_valid"], says(context, shown, r)
 
         # ---- the queue: nothing left to do, nothing failed
         failed = query(
             database_url,
             "SELECT id, task_name, args, attempts FROM procrastinate_jobs WHERE status = 'failed'",
         )
-        assert not failed, (context, failed, jobs_dump(database_url))
+        assert not failed, says(context, failed, jobs_dump(database_url))
 
         retried_starts = sum(
             n - 1 for ref in harnesses.values() for n in ref.counters.starts.values()
@@ -421,10 +509,7 @@ def test_kill_while_the_harness_holds_the_first_start(database_url, tmp_path, cl
     start is tried again after the restart and the harness hands back the same run."""
     edge = start_server(database_url, tmp_path, worker=False, configure=fast_engine)
     ref = ReferenceHarness(Behaviour(hang_first={"start": 1})).start()
-    # A long harness timeout, so the hanging POST /runs is still open when the kill lands.
-    worker = WorkerProcess(
-        database_url, edge.settings, tmp_path, EVALKIT_WORKER_HARNESS_TIMEOUT_SECONDS="120"
-    )
+    worker = WorkerProcess(database_url, edge.settings, tmp_path, **HANGING_START)
     try:
         token = dev_workspace(edge, cli, tmp_path)
         create_agent(edge, token, "dev", "ref", ref.url)
@@ -457,46 +542,147 @@ def test_kill_while_the_harness_holds_the_first_start(database_url, tmp_path, cl
         edge.stop()
 
 
+@pytest.mark.slow
 def test_kill_while_a_chained_run_starts(database_url, tmp_path, cli):
     """When its run leaves the agent's slot, ``advance_run`` claims the agent's next queued
     run and drives it in the same job. Killed while that next run's POST /runs hangs, the
     job that comes back is the first run's, which is over: the next run must still end.
 
-    The first run needs the slot without calling the harness (its case attaches a file the
-    harness cannot take, so it errors at once), so the hanging call is the next run's."""
+    The first run gives up the slot without calling the harness (its case attaches a file
+    the harness cannot take, so it errors at once), so the hanging call is the next run's.
+    Today only the once-a-minute sweep of runs with no job moves it again (hence slow)."""
     edge = start_server(database_url, tmp_path, worker=False, configure=fast_engine)
     ref = ReferenceHarness(
         Behaviour(hang_first={"start": 1}, without=frozenset({"files", "file_urls"}))
     ).start()
-    worker = WorkerProcess(
-        database_url, edge.settings, tmp_path, EVALKIT_WORKER_HARNESS_TIMEOUT_SECONDS="120"
-    )
+    worker = WorkerProcess(database_url, edge.settings, tmp_path, **HANGING_START)
     try:
         token = dev_workspace(edge, cli, tmp_path)
-        repo = Repo(tmp_path / "files-repo")
+        repo = Repo(tmp_path / "mixed-repo")
         repo.fixture("report", b"quarterly numbers\n")
-        repo.case("docs", "read", simple_case(question="Summarize", files="report"))
-        assert cli("sync", str(repo.suite("docs")), "--workspace", "dev").code == 0
+        repo.case("mixed", "a-file", simple_case(question="Summarize", files="report"))
+        repo.case("mixed", "b-plain", simple_case(question="What is 2 + 3?", answer="5"))
+        assert cli("sync", str(repo.suite("mixed")), "--workspace", "dev").code == 0
         create_agent(edge, token, "dev", "ref", ref.url, max_concurrent_runs=1)
-        # Both queued before a worker runs: one dispatch claims the first run only.
-        first = start_experiment(edge, token, "ref@dev", dataset="docs@dev")
-        second = start_experiment(edge, token, "ref@dev", case_ids=["add"])
+        # A quiet worker first (its start-up sweeps done), then one experiment: its one
+        # dispatch claims the first run only, and the first run's job claims the second.
         worker.start()
-        until(lambda: ref.counters.runs_created == 1, timeout=90, what="the chained start")
-        states = query(
+        worker.wait_registered("chained start")
+        until(lambda: not worker.doing() and not todo_jobs(database_url), what="a quiet worker")
+        experiment_id = start_experiment(edge, token, "ref@dev", dataset="mixed@dev")
+        until(lambda: ref.counters.runs_created == 1, timeout=60, what="the chained start")
+        runs = query(
             database_url,
-            "SELECT experiment_id, state, harness_run_id FROM runs ORDER BY id",
+            "SELECT id, case_id, state, harness_run_id FROM runs WHERE experiment_id = %s "
+            "ORDER BY id",
+            (experiment_id,),
         )
-        assert states == [(first, "errored", None), (second, "starting", None)], states
+        second = runs[1][0]
+        assert [r[1:] for r in runs] == [
+            ("a-file", "errored", None),
+            ("b-plain", "starting", None),
+        ], runs
         worker.kill()
         time.sleep(STALLED_SECONDS + 0.5)
         worker.start()
-        wait_all_finished(database_url, worker, 60, "chained start")
+        # Nothing queues a step for the second run; the once-a-minute sweep finds it once
+        # it has been idle for 2 x stalled_seconds + the harness timeout.
+        wait_all_finished(database_url, worker, 150, "chained start")
 
-        detail = api(edge, token, "GET", f"/api/experiments/{second}").json()
-        assert detail["by_state"] == {"done": 1}, detail
+        detail = api(edge, token, "GET", f"/api/experiments/{experiment_id}").json()
+        assert detail["by_state"] == {"errored": 1, "done": 1}, detail
         assert ref.counters.runs_created == 1, ref.counters
+        assert ref.counters.starts[str(second)] == 2, ref.counters
         wait_no_advance_jobs(database_url, 90, "chained start")
+    finally:
+        worker.stop()
+        ref.stop()
+        edge.stop()
+
+
+@pytest.mark.xfail(strict=True, reason=LOST_STOP)
+def test_kill_between_a_stop_and_its_record(database_url, tmp_path, cli):
+    """A run past its timeout: the worker asks the harness to stop it, and dies before it
+    records ``stopping``. After the restart the harness says ``stopped``; the run still
+    timed out (evalkit stopped it), so it must end ``done`` and timed out, not ``failed``
+    as a run the harness stopped by itself.
+
+    The test holds the run's row lock, so the worker's write after the stop waits on it
+    and the kill lands in between for certain; the waiting write is then cancelled."""
+    edge = start_server(database_url, tmp_path, worker=False, configure=fast_engine)
+    ref = ReferenceHarness(Behaviour(run_seconds=math.inf, stop_seconds=0.1)).start()
+    worker = WorkerProcess(database_url, edge.settings, tmp_path)
+    try:
+        token = dev_workspace(edge, cli, tmp_path)
+        create_agent(edge, token, "dev", "ref", ref.url, run_timeout=0.5, stop_grace=5)
+        worker.start()
+        experiment_id = start_experiment(edge, token, "ref@dev", case_ids=["add"])
+        ((run_id,),) = query(
+            database_url, "SELECT id FROM runs WHERE experiment_id = %s", (experiment_id,)
+        )
+        until(lambda: run_state(database_url, run_id) == "running", timeout=90, what="running")
+        with psycopg.connect(database_url) as lock:
+            lock.execute("SELECT id FROM runs WHERE id = %s FOR UPDATE", (run_id,))
+            (holder,) = lock.execute("SELECT pg_backend_pid()").fetchone()  # type: ignore[misc]
+            until(lambda: blocked_by(database_url, holder), timeout=60, what="the write")
+            assert sum(ref.counters.stops.values()) == 1, ref.counters
+            worker.kill()
+            # The dead worker's write still waits in its database session, and would land
+            # once the lock goes: end that session, as if the write had never been sent.
+            for pid in blocked_by(database_url, holder):
+                query(database_url, "SELECT pg_terminate_backend(%s)", (pid,))
+            lock.rollback()
+        assert run_state(database_url, run_id) == "running"
+        time.sleep(STALLED_SECONDS + 0.5)
+        worker.start()
+        wait_all_finished(database_url, worker, 60, "lost stop")
+
+        run = api(edge, token, "GET", f"/api/runs/{run_id}").json()
+        assert (run["state"], run["timed_out"], run["harness_status"]) == (
+            "done",
+            True,
+            "stopped",
+        ), run
+        assert ref.counters.runs_created == 1, ref.counters
+        wait_no_advance_jobs(database_url, 90, "lost stop")
+    finally:
+        worker.stop()
+        ref.stop()
+        edge.stop()
+
+
+@pytest.mark.xfail(strict=True, raises=LostFinish, reason=LOST_FINISH)
+def test_kill_between_the_last_run_and_the_experiment_finish(database_url, tmp_path, cli):
+    """The worker records the experiment's last run as done and dies before it closes the
+    experiment. The job comes back, finds its run over, and must still close the
+    experiment: nothing else will (no run of it is left to finish, and resume only moves
+    live runs). The test holds the experiment's row lock so the kill lands in between."""
+    edge = start_server(database_url, tmp_path, worker=False, configure=fast_engine)
+    ref = ReferenceHarness(Behaviour(run_seconds=0.1)).start()
+    worker = WorkerProcess(database_url, edge.settings, tmp_path)
+    try:
+        token = dev_workspace(edge, cli, tmp_path)
+        create_agent(edge, token, "dev", "ref", ref.url)
+        experiment_id = start_experiment(edge, token, "ref@dev", case_ids=["add"])
+        with psycopg.connect(database_url) as lock:
+            lock.execute("SELECT id FROM experiments WHERE id = %s FOR UPDATE", (experiment_id,))
+            (holder,) = lock.execute("SELECT pg_backend_pid()").fetchone()  # type: ignore[misc]
+            worker.start()
+            until(lambda: blocked_by(database_url, holder), timeout=90, what="the finish")
+            states = query(
+                database_url, "SELECT state FROM runs WHERE experiment_id = %s", (experiment_id,)
+            )
+            assert states == [("done",)], states
+            worker.kill()
+            for pid in blocked_by(database_url, holder):
+                query(database_url, "SELECT pg_terminate_backend(%s)", (pid,))
+            lock.rollback()
+        time.sleep(STALLED_SECONDS + 0.5)
+        worker.start()
+        wait_all_finished(database_url, worker, 60, "lost finish")
+        detail = api(edge, token, "GET", f"/api/experiments/{experiment_id}").json()
+        assert detail["status"] == "finished" and detail["by_state"] == {"done": 1}, detail
+        assert ref.counters.runs_created == 1, ref.counters
     finally:
         worker.stop()
         ref.stop()
