@@ -108,7 +108,6 @@ def _builtin(
 _CAPABILITY_TEXT = {
     "tool_calls": "the agent does not provide its tool calls (provides.tool_calls is false)",
     "token_usage": "the agent does not report token usage (provides.token_usage is false)",
-    "thinking": "the agent does not provide its reasoning (provides.thinking is false)",
 }
 
 

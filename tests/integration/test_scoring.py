@@ -257,6 +257,28 @@ async def test_score_run_replayed_stores_nothing_twice(engine, dev, cli):
     assert again == explicit
 
 
+async def test_an_evaluator_past_its_time_is_an_error_score(engine, dev, cli):
+    with harness() as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        detail = run_experiment(cli, "finance")
+    run_id = runs_by_case(detail)["add"]
+    db = Database(engine.db_url)
+    await db.open()
+    try:
+        async with httpx.AsyncClient() as http:
+            items = await score_run(
+                db, run_id, round=9, settings=engine.settings, http=http, timeout=0
+            )
+    finally:
+        await db.close()
+    assert {i.name for i in items} == set(CHECKS) | set(GAUGES)
+    for item in items:
+        assert item.value is None and item.error == f"{item.name} did not finish within 0 s"
+    ninth = [row for row in stored_rows(engine.db_url, run_id) if row[0] == 9]
+    assert sorted(row[1] for row in ninth) == sorted(i.name for i in items)
+    assert all(row[2] is None for row in ninth)
+
+
 def stored_rows(db_url: str, run_id: int) -> list[tuple]:
     with psycopg.connect(db_url) as conn:
         return conn.execute(

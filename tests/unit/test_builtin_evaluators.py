@@ -23,7 +23,7 @@ from evalkit.scoring.builtins import (
     tool_call_names,
 )
 from evalkit.scoring.model import RunContext, ScoreItem
-from evalkit.scoring.run import Selected, identities, select_evaluators
+from evalkit.scoring.run import Selected, _checked, _unique, identities, select_evaluators
 
 ALL = Provides(trajectory=True, tool_calls=True, thinking=True, token_usage=True)
 STARTED = 1_767_600_000.0
@@ -568,3 +568,28 @@ def delegating_trajectory() -> dict[str, Any]:
     }
     assert validate_trajectory(doc) == []
     return copy.deepcopy(doc)
+
+
+def test_scores_the_database_would_refuse_become_error_scores():
+    """A remote evaluator's bug must not fail the job on the scores table's checks."""
+    remote = Selected("custom.tone", "remote:tone", {})
+
+    def item(**kw: Any) -> ScoreItem:
+        return ScoreItem(**{"name": "tone", "value": 0.5, "evaluator": "remote:tone", **kw})
+
+    assert _checked(remote, item()) == item()
+    assert _checked(remote, item(value=1)).value == 1.0
+    for bad, says in [
+        (item(value=1.5), "outside [0, 1]"),
+        (item(value=float("nan")), "outside [0, 1]"),
+        (item(kind="score"), "of kind 'score'"),
+        (item(name=""), "a score with no name"),
+        (item(raw=object()), "raw value that is not JSON"),
+    ]:
+        checked = _checked(remote, bad)
+        assert checked.value is None and says in (checked.error or ""), checked
+        assert checked.evaluator == "remote:tone" and checked.name == (bad.name or "tone")
+    assert _checked(remote, "0.5").error == "custom.tone gave str, not a ScoreItem"
+    long = _checked(remote, item(explanation="x" * 10_000)).explanation
+    assert long is not None and len(long) == 4000 and long.endswith("...")
+    assert [i.value for i in _unique([item(), item(value=0.1)])] == [0.5]
