@@ -28,6 +28,7 @@ from typing import Any
 
 import jsonschema
 import msgspec
+import regex
 from jsonschema.exceptions import SchemaError
 from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
@@ -277,23 +278,42 @@ def _list(values: list[str]) -> str:
     return ", ".join(_quote(v) for v in values)
 
 
+REGEX_TIMEOUT_SECONDS = 2.0
+"""The longest one pattern may search one answer. Python's ``re`` cannot be stopped, and a
+pattern with nested repeats (``(a|aa)+$``) can backtrack for hours on a short answer,
+holding the worker's event loop; the ``regex`` module (in its ``re``-compatible mode) stops
+at this time."""
+
+
 @_builtin("regex")
 def _regex(ctx: RunContext, config: Any) -> ScoreItem:
-    """Every pattern matches somewhere in the answer (``re.search``)."""
+    """Every pattern matches somewhere in the answer (``re.search`` semantics)."""
     if isinstance(config, dict):
         cfg = _convert(config, RegexConfig)
-        patterns, flags = _strings(cfg.pattern), re.IGNORECASE if cfg.ignore_case else 0
+        patterns = _strings(cfg.pattern)
+        flags = regex.IGNORECASE if cfg.ignore_case else 0
     else:
         patterns, flags = _strings(config), 0
     compiled = []
     for pattern in patterns:
         try:
-            compiled.append(re.compile(pattern, flags))
-        except re.error as exc:
+            compiled.append(regex.compile(pattern, flags | regex.VERSION0))
+        except regex.error as exc:
             raise EvaluatorError(f"the pattern {_quote(pattern)} does not compile: {exc}") from None
     if ctx.answer is None:
         return _verdict("regex", False, NO_ANSWER)
-    missing = [p.pattern for p in compiled if p.search(ctx.answer) is None]
+    missing = []
+    for p in compiled:
+        try:
+            found = p.search(ctx.answer, timeout=REGEX_TIMEOUT_SECONDS)
+        except TimeoutError:
+            raise EvaluatorError(
+                f"the pattern {_quote(p.pattern)} was stopped after {REGEX_TIMEOUT_SECONDS:g} s "
+                "on this answer; nested repeats such as (a|aa)+ backtrack without end: "
+                "simplify the pattern"
+            ) from None
+        if found is None:
+            missing.append(p.pattern)
     if not missing:
         return _verdict("regex", True, f"the answer matches {_list(patterns)}")
     return _verdict("regex", False, f"the answer does not match {_list(missing)}")

@@ -16,6 +16,7 @@ from evalkit.atif import validate_trajectory
 from evalkit.cases.model import BUILTIN_EVALUATORS
 from evalkit.harness import _agent
 from evalkit.model.harness import Provides
+from evalkit.scoring import builtins
 from evalkit.scoring.builtins import (
     BUILTINS,
     EVALUATOR_VERSION,
@@ -176,6 +177,13 @@ async def test_regex_searches_every_pattern():
     assert passed(
         await score("regex", {"pattern": "REVENUE", "ignore_case": True}, ctx(answer="revenue"))
     )
+
+
+async def test_a_pattern_that_backtracks_without_end_is_stopped(monkeypatch):
+    monkeypatch.setattr(builtins, "REGEX_TIMEOUT_SECONDS", 0.2)  # 2 s in production
+    item = await score("regex", "(a|aa)+$", ctx(answer="a" * 60 + "b"))
+    assert item.value is None and item.error is not None
+    assert "was stopped after 0.2 s" in item.error and "simplify" in item.error
 
 
 async def test_regex_that_does_not_compile_is_an_error():
