@@ -28,7 +28,7 @@ from starlette.responses import Response
 
 from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS
-from evalkit.db import Database
+from evalkit.db import Database, IntegrityError
 from evalkit.edge.endpoint import Call, Endpoint, authenticate
 from evalkit.errors import (
     ApiError,
@@ -60,7 +60,7 @@ MAX_MESSAGE = 2000
 Encoding = Literal["protobuf", "json"]
 
 # google.rpc.Code values for the Status body of a refusal.
-_GRPC_CODE = {400: 3, 401: 16, 403: 7, 404: 5, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
+_GRPC_CODE = {400: 3, 401: 16, 403: 7, 404: 5, 409: 10, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
 
 
 class Refusal(ApiError):
@@ -167,6 +167,10 @@ class CollectorEndpoint(Endpoint):
                 encoding,
                 Refusal(503, "database-unavailable", exc.message, retry_after=RETRY_AFTER_DATABASE),
             )
+        except IntegrityError as exc:  # e.g. the agent was deleted while its batch was stored
+            return refusal_response(
+                encoding, Refusal(409, "conflict", f"{exc.message} ({exc.constraint})")
+            )
         except ClientDisconnect:
             return Response(status_code=400)
 
@@ -216,24 +220,25 @@ def collector(call: Call) -> Collector:
     return found  # type: ignore[no-any-return]
 
 
-async def _target_agent(call: Call) -> AgentRow:
-    """The agent the spans are for: the agent token's, or the one X-Evalkit-Agent names
-    (then the user must be allowed to write to its workspace)."""
+async def _target_agent(call: Call) -> int:
+    """The id of the agent the spans are for: the agent token's, or the one X-Evalkit-Agent
+    names (then the user must be allowed to write to its workspace)."""
     named = call.request.headers.get(AGENT_HEADER, "").strip()
     actor = call.actor
+    if actor.agent_id is not None and not named:
+        return actor.agent_id
     async with call.db.connection() as conn:
         if actor.agent_id is not None:
             agent = await get_agent_by_id(conn, actor.agent_id)
-            if named:
-                ref = parse_ref(named, "agent")
-                if (ref.name, ref.workspace or agent.workspace) != (agent.name, agent.workspace):
-                    raise Forbidden(
-                        "agent-token-scope",
-                        f"this token sends spans for {agent.ref}, not {named}; drop the "
-                        f"X-Evalkit-Agent header or mint a token for {named} "
-                        f"({access.RULES['agent-token-scope']})",
-                    )
-            return agent
+            ref = parse_ref(named, "agent")
+            if (ref.name, ref.workspace or agent.workspace) != (agent.name, agent.workspace):
+                raise Forbidden(
+                    "agent-token-scope",
+                    f"this token sends spans for {agent.ref}, not {named}; drop the "
+                    f"X-Evalkit-Agent header or mint a token for {named} "
+                    f"({access.RULES['agent-token-scope']})",
+                )
+            return agent.id
         if not named:
             raise BadRequest(
                 "name the agent these spans belong to: send the header "
@@ -244,7 +249,7 @@ async def _target_agent(call: Call) -> AgentRow:
         ref = parse_ref(named, "agent")
         ws = await get_workspace(conn, actor, ref.workspace or str(actor.username))
         access.require_write(actor, ws.facts, "send spans for its agents")
-        return await get_agent(conn, ws.id, ref.name)
+        return (await get_agent(conn, ws.id, ref.name)).id
 
 
 def _decompressor(request: Request) -> Any:
@@ -331,7 +336,7 @@ def _partial_message(decoded: Decoded, result: store.IngestResult, cap: int) -> 
 
 async def otel_traces(call: Call) -> Response:
     encoding = request_encoding(call.request)
-    agent = await _target_agent(call)
+    agent_id = await _target_agent(call)
     if encoding is None:
         given = call.request.headers.get("content-type") or "none"
         raise Refusal(
@@ -363,7 +368,7 @@ async def otel_traces(call: Call) -> Response:
             received_at = datetime.now(UTC)
             try:
                 await state.ensure_day(call.db, received_at.date())
-                result = await _store(call, state, agent.id, decoded, received_at)
+                result = await _store(call, state, agent_id, decoded, received_at)
             except DatabaseError:
                 state.days.clear()  # a missing partition is created on the next batch
                 raise
