@@ -232,19 +232,31 @@ def _drive_here(client: Client, experiment: wire.Experiment, agent_ref: str) -> 
         raise CliError(f"{exc}; continue with `evalkit run --resume {experiment.id}`") from None
 
 
+STALL_HINT_SECONDS = 60
+
+
 def _wait(client: Client, experiment_id: int) -> wire.ExperimentDetail:
-    shown = ""
-    last_note = 0.0
+    shown, last_note = "", 0.0
+    changed, hinted, previous = time.monotonic(), False, ""
     while True:
         detail = client.get(f"/api/experiments/{experiment_id}", type=wire.ExperimentDetail)
         counts = ", ".join(f"{n} {s}" for s, n in sorted(detail.by_state.items()))
         line = f"  {_finished(detail)}/{detail.runs} finished ({counts})"
         now = time.monotonic()
+        if line != previous:
+            changed, previous = now, line
         if line != shown and (now - last_note >= 2 or detail.status == "finished"):
             note(line)
             shown, last_note = line, now
         if detail.status == "finished":
             return detail
+        if not hinted and now - changed > STALL_HINT_SECONDS:
+            note(
+                f"  no run has moved for {STALL_HINT_SECONDS} s: the server's jobs move "
+                "them, so check that a worker is running (`evalkit worker`, or "
+                "`evalkit server --with-worker`)"
+            )
+            hinted = True
         time.sleep(0.5)
 
 

@@ -58,8 +58,13 @@ def server(
     host: Annotated[str | None, Parameter(help="Address to listen on (server.host).")] = None,
     port: Annotated[int | None, Parameter(help="Port to listen on (server.port).")] = None,
     with_worker: Annotated[
-        bool, Parameter(help="Also run a job worker in this process (small installs).")
-    ] = False,
+        bool | None,
+        Parameter(
+            negative="--no-worker",
+            help="Also run a job worker in this process. Default: yes on the embedded "
+            "database (one machine), no with database.url (run `evalkit worker` beside it).",
+        ),
+    ] = None,
 ) -> int:
     """Run the evalkit server: HTTP API, collector and web UI.
 
@@ -80,7 +85,8 @@ def server(
         serve.prepare_schema(target)
         serve.ensure_encryption_key(settings, target)
         serve.check_port_free(settings.server.host, settings.server.port)
-        asyncio.run(_serve(settings, target, with_worker))
+        worker = target.embedded if with_worker is None else with_worker
+        asyncio.run(_serve(settings, target, worker))
     return 0
 
 

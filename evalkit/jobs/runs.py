@@ -23,6 +23,7 @@ from evalkit.harness.client import HarnessClient
 from evalkit.jobs import runtime, settle
 from evalkit.jobs.app import app, defer
 from evalkit.model.harness import Capabilities
+from evalkit.model.runs import RunWork
 from evalkit.runs import machine
 from evalkit.serve import public_url
 from evalkit.store import runs as store
@@ -148,4 +149,16 @@ def _env(row: dict[str, Any]) -> machine.Env:
         fixture_bytes=runtime.fixture_bytes,
         attempts=settings.worker.harness_attempts,
         backoff=settings.worker.retry_backoff_seconds,
+        score=_score,
+    )
+
+
+async def _score(work: RunWork) -> None:
+    """Score the run's current round (replays insert nothing twice)."""
+    try:
+        from evalkit.scoring.run import score_run
+    except ImportError:  # the scoring module is not in this build yet
+        return
+    await score_run(
+        runtime.database(), work.run_id, settings=runtime.settings(), http=runtime.http_client()
     )

@@ -60,6 +60,9 @@ class Env:
     attempts: int = 5
     backoff: float = 1.0
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    score: Callable[[RunWork], Awaitable[None]] | None = None
+    """Scores the run (the server's evaluators, judge and remote evaluators). Without it
+    (a CLI driver) the run is handed off at ``scoring`` and the server scores it."""
 
     def retry_wait(self, attempt: int) -> float:
         return min(self.backoff * 2 ** max(attempt - 1, 0), MAX_BACKOFF_SECONDS)
@@ -71,8 +74,8 @@ class Step:
     wait: float = 0.0
     """Seconds before the next step; 0 means go on at once (unless the run is terminal)."""
     handoff: bool = False
-    """The driver stops here: the server's settle job collects the run's trajectory from
-    its traces and moves the run on (agents whose trajectories come from OpenTelemetry)."""
+    """The driver stops here and the server takes the run on: its settle job collects a
+    traced run's trajectory, and its jobs score a run a CLI drove."""
 
 
 async def step(work: RunWork, env: Env) -> Step:
@@ -83,7 +86,7 @@ async def step(work: RunWork, env: Env) -> Step:
     if work.state == "collecting":
         return await _collect(work, env)
     if work.state == "scoring":
-        return _score(work)
+        return await _score(work, env)
     raise ValueError(f"run {work.run_id} is {work.state}: no step to take")
 
 
@@ -223,8 +226,10 @@ async def _collect(work: RunWork, env: Env) -> Step:
     )
 
 
-def _score(work: RunWork) -> Step:
-    # Scoring hands off here; evaluators are filled in by the scoring work (issue 6).
+async def _score(work: RunWork, env: Env) -> Step:
+    if env.score is None:
+        return Step(None, handoff=True)
+    await env.score(work)  # evaluator errors are recorded on the scores, never raised
     if work.harness_status == "failed":
         return Step(_to(work, "failed"))
     if work.harness_status == "stopped" and not work.timed_out:

@@ -21,7 +21,8 @@ from tests.integration.runs_helpers import (
 
 @pytest.fixture
 def engine(database_url, tmp_path):
-    running = engine_server(database_url, tmp_path, worker=False)
+    # The CLI drives the runs; the server's worker scores them once they are collected.
+    running = engine_server(database_url, tmp_path)
     try:
         yield running
     finally:

@@ -254,6 +254,10 @@ async def runs_transition(call: Call) -> wire.TransitionResult:
         applied = await store.apply_transition(conn, body)
         if applied and body.to_state in machine.TERMINAL:
             await store.finish_experiment_if_done(conn, run["experiment_id"])
+        if applied and body.to_state == "scoring":
+            from evalkit.jobs.runs import defer_advance
+
+            await defer_advance(conn, run_id)  # the server scores it and finishes it
         if applied and body.to_state == "collecting":
             [(work, work_row)] = await store.load_work(conn, [run_id])
             await settle.on_collecting(conn, work_row["agent_id"], work, body)
