@@ -20,6 +20,7 @@ from evalkit.harness import _agent
 from evalkit.model.harness import Provides
 from evalkit.outbound import make_client
 from evalkit.scoring import judge as judge_mod
+from evalkit.scoring import judge_prompt
 from evalkit.scoring.judge import (
     NO_STEPS,
     PLAIN_JSON_INSTRUCTION,
@@ -184,7 +185,7 @@ async def test_output_only_runs_and_pass_fail_verdicts(http):
     finally:
         server.stop()
     found = sections(server.user_messages(0)[0])
-    assert found["answer"] == judge_mod.ONLY_OUTPUT_TEXT
+    assert found["answer"] == judge_prompt.ONLY_OUTPUT_TEXT
     assert '"result": 42' in found["structured_output"]
     # the fake judge finds "result" in the structured output
     assert only_output.value == 1.0

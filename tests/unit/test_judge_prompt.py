@@ -12,7 +12,7 @@ import pytest
 from evalkit.cases.model import JudgeConfig
 from evalkit.harness import _agent
 from evalkit.model.harness import Provides
-from evalkit.scoring import judge
+from evalkit.scoring import judge, judge_prompt
 from evalkit.scoring.judge import (
     NO_STEPS,
     PLAIN_JSON_INSTRUCTION,
@@ -69,7 +69,7 @@ def test_missing_parts_say_so():
     ctx = context(case={"input": {"q": 1}}, answer=None)
     text = build_messages(ctx, JudgeConfig(rubric="r"), plain=False)[1]["content"]
     assert "<expected>\n(none)\n</expected>" in text
-    assert f"<answer>\n{judge.NO_ANSWER_TEXT}\n</answer>" in text
+    assert f"<answer>\n{judge_prompt.NO_ANSWER_TEXT}\n</answer>" in text
     # a trajectory the agent does not declare is not shown
     traj = sample_trajectory()
     hidden = build_messages(context(trajectory=traj), JudgeConfig(rubric="r"), plain=False)
@@ -83,9 +83,9 @@ def test_missing_parts_say_so():
 
 
 def test_long_parts_are_cut_and_say_how_much():
-    ctx = context(answer="x" * (judge.MAX_ANSWER + 10))
+    ctx = context(answer="x" * (judge_prompt.MAX_ANSWER + 10))
     text = build_messages(ctx, JudgeConfig(rubric="r"), plain=False)[1]["content"]
-    assert "x" * judge.MAX_ANSWER + " [... 10 more characters cut]" in text
+    assert "x" * judge_prompt.MAX_ANSWER + " [... 10 more characters cut]" in text
 
 
 def test_trajectory_rendering_details():
@@ -177,16 +177,16 @@ def test_verdicts_that_parse(content, plain, value):
     ],
 )
 def test_verdicts_that_do_not(content, plain, problem):
-    with pytest.raises(judge._Unreadable) as caught:
+    with pytest.raises(judge_prompt.Unreadable) as caught:
         parse_verdict(content, plain=plain)
     assert problem in caught.value.problem
 
 
 def test_the_prompt_hash_covers_every_text_and_the_schema(monkeypatch):
     assert re.fullmatch(r"[0-9a-f]{16}", PROMPT_HASH)
-    assert judge._prompt_hash() == PROMPT_HASH
-    monkeypatch.setattr(judge, "SYSTEM_PROMPT", SYSTEM_PROMPT + " ")
-    assert judge._prompt_hash() != PROMPT_HASH
+    assert judge_prompt._prompt_hash() == PROMPT_HASH
+    monkeypatch.setattr(judge_prompt, "SYSTEM_PROMPT", SYSTEM_PROMPT + " ")
+    assert judge_prompt._prompt_hash() != PROMPT_HASH
 
 
 def code_blocks(markdown: str) -> list[str]:
