@@ -243,7 +243,12 @@ def _read_scores(name: str, default_kind: str, raw: bytes) -> list[ScoreItem]:
         )
     if problems:
         note = "; ".join(problems)
-        if name in items:
+        if name in items and items[name].value is not None:
+            # a reading stays a reading: the note goes with its explanation
+            first = items[name]
+            text = f"{first.explanation} ({note})" if first.explanation else note
+            items[name] = msgspec.structs.replace(first, explanation=text)
+        elif name in items:
             first = items[name]
             error = f"{first.error}; {note}" if first.error else note
             items[name] = msgspec.structs.replace(first, error=error)

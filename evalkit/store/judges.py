@@ -66,6 +66,12 @@ def check_base_url(
         raise BadRequest(
             f"{what} {url!r} is not an http(s) URL {rule} (e.g. {example})", code="bad-url"
         )
+    if parts.username is not None or parts.password is not None:
+        raise BadRequest(
+            f"{what} has credentials in it (user:password@); everyone logged in sees the URL, "
+            "so give the key with --api-key-env (the API's api_key) instead",
+            code="bad-url",
+        )
 
 
 def check_api_key(key: str) -> None:

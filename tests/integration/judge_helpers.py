@@ -245,6 +245,7 @@ EVALUATOR_PATHS = (
     "empty",
     "auth",
     "duplicate",
+    "twice",
 )
 """What each path of :class:`EvaluatorServer` does:
 
@@ -254,7 +255,8 @@ EVALUATOR_PATHS = (
 - ``echo``: one score, 1, whose explanation is the answer it got.
 - ``error``: 500 with an error message. ``slow``: sleeps 5 s. ``garbage``: not JSON.
 - ``bad``: a good score ``ok``, one out of range ``too_big``, and one without a name.
-- ``empty``: no scores. ``duplicate``: the score ``x`` twice.
+- ``empty``: no scores. ``duplicate``: the score ``x`` twice; ``twice``: the score
+  ``twice`` twice.
 - ``auth``: 401 unless ``Authorization: Bearer <api_key>``, else score 1.
 """
 
@@ -321,6 +323,15 @@ class EvaluatorServer(LoopbackServer):
             )
         if name == "empty":
             return JSONResponse({"scores": []})
+        if name == "twice":
+            return JSONResponse(
+                {
+                    "scores": [
+                        {"name": "twice", "score": 1, "explanation": "first"},
+                        {"name": "twice", "score": 0, "explanation": "second"},
+                    ]
+                }
+            )
         if name == "duplicate":
             return JSONResponse({"scores": [{"name": "x", "score": 1}, {"name": "x", "score": 0}]})
         if name == "auth":

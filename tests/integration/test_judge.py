@@ -609,6 +609,7 @@ def test_bad_input(as_admin, server, admin_token):
     cases = [
         (("--base-url", "ftp://example.com"), "is not an http(s) URL", "bad-url"),
         (("--base-url", PUBLIC_URL + "/v1?x=1"), "no query", "bad-url"),
+        (("--base-url", "https://me:sk-1@api.example.com/v1"), "has credentials", "bad-url"),
         (("--base-url", PUBLIC_URL, "--api-key-env", "NOT_SET_ANYWHERE"), "is not set", None),
     ]
     for extra, message, code in cases:

@@ -220,6 +220,12 @@ async def test_each_score_is_checked_against_the_contract(evaluators_server, htt
     )
     assert [(i.name, i.value) for i in dup] == [("duplicate.x", 1.0), ("duplicate", None)]
     assert "appears twice; the first one was kept" in dup[1].error
+    # a note about a score named after the evaluator keeps its reading
+    [twice] = await evaluate(
+        context(), "twice", {}, evaluator=remote(evaluators_server, "twice"), http=http
+    )
+    assert twice.value == 1.0 and twice.error is None
+    assert twice.explanation == "first (score 'twice' appears twice; the first one was kept)"
 
 
 async def test_unreachable_and_refused_endpoints_are_recorded():
@@ -406,6 +412,7 @@ def test_bad_input(as_admin):
         (("exact_match@dev", "--endpoint", PUBLIC_URL), "has the name of a built-in evaluator"),
         (("judge@dev", "--endpoint", PUBLIC_URL), "has the name of a built-in evaluator"),
         (("e@dev", "--endpoint", "ftp://example.com/x"), "[bad-url]"),
+        (("e@dev", "--endpoint", "https://u:p@evals.example.com/x"), "has credentials"),
         (("e@dev", "--endpoint", PUBLIC_URL, "--timeout", "0"), "[bad-timeout]"),
         (("e@dev", "--endpoint", PUBLIC_URL, "--timeout", "601"), "at most 600 seconds"),
         (("e@dev", "--endpoint", PUBLIC_URL, "--kind", "vibes"), "usage error"),
