@@ -60,6 +60,10 @@ async def sweep_runs(context: JobContext, timestamp: int) -> int:
             for run_id in await store.claim_runs(conn, row["agent_id"], limit=1000):
                 await defer_advance(None, run_id)
                 moved += 1
+        for row in await conn.all("experiments_without_live_runs"):
+            log.warning("experiment %s had no live run but was still open", row["id"])
+            await store.finish_experiment_if_done(conn, row["id"])
+            moved += 1
         for run in await conn.all("runs_orphaned", idle_seconds=idle):
             log.warning("run %s (%s) had no job to move it; queueing one", run["id"], run["state"])
             if run["state"] == "collecting" and run["trajectory_source"] == "otel":
@@ -99,7 +103,12 @@ async def _drive(db: Database, run_id: int) -> int | None:
     if not loaded:
         return None
     work, row = loaded[0]
-    if work.state in machine.TERMINAL or work.state == "queued":
+    if work.state in machine.TERMINAL:
+        # Closing the experiment may be the step a crash lost: it is cheap to repeat.
+        async with db.connection() as conn:
+            await store.finish_experiment_if_done(conn, work.experiment_id)
+        return None
+    if work.state == "queued":
         return None
     env = _env(row)
     if env.capabilities.accepts.file_urls:

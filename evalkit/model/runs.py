@@ -35,6 +35,8 @@ class ExperimentCreate(Input, kw_only=True):
     capabilities: Capabilities | None = None
     """Required when the caller's CLI drives the runs (a personal harness agent): the
     capabilities it fetched from the harness. The server fetches them itself otherwise."""
+    sdk: bool = False
+    """Set by the SDK: the caller's code runs a code-driven agent and reports each run."""
 
 
 class Experiment(Output, kw_only=True):

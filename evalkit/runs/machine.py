@@ -148,10 +148,15 @@ async def _poll(work: RunWork, env: Env) -> Step:
         return _failed_call(work, env, "polling the run", exc)
     now = env.now()
     if status.status in FINAL_STATUSES:
-        return Step(_finished_harness_run(work, status, now, _to(work, "collecting")))
+        finished = _to(work, "collecting")
+        if status.status == "stopped" and _past_deadline(work, now):
+            # evalkit stops runs only at their timeout: a run found stopped past it was
+            # stopped by us, even if the step that recorded the stop was lost in a crash.
+            finished = _to(work, "collecting", timed_out=True, error=_timeout_text(work))
+        return Step(_finished_harness_run(work, status, now, finished))
     recovered = _to(work, work.state) if work.attempts else None
     if work.state == "running":
-        if work.deadline_at is None or now < work.deadline_at:
+        if not _past_deadline(work, now):
             return Step(recovered, wait=work.settings.poll_interval)
         return await _time_out(work, env, now)
     assert work.stop_requested_at is not None
@@ -197,7 +202,13 @@ async def _time_out(work: RunWork, env: Env, now: datetime) -> Step:
                 error=f"{_timeout_text(work)}; asking the harness to stop failed: {exc}",
             )
         )
-    stopping = _to(work, "stopping", timed_out=True, stop_requested_at=now)
+    stopping = _to(
+        work,
+        "stopping",
+        timed_out=True,
+        stop_requested_at=now,
+        error=f"{_timeout_text(work)}; evalkit asked the harness to stop it",
+    )
     return Step(stopping, wait=min(work.settings.poll_interval, work.settings.stop_grace))
 
 
@@ -267,7 +278,7 @@ def _finished_harness_run(
         # A traced harness puts its run id on its spans as the session id unless it says
         # otherwise (path 3c: Harness API for invocation, traces for trajectories).
         session_id=status.session_id or base.harness_run_id or work.harness_run_id,
-        error=error,
+        error=error or base.error,
         harness_done_at=now,
     )
 
@@ -280,6 +291,10 @@ def _failed_call(work: RunWork, env: Env, doing: str, exc: EvalkitError) -> Step
         return Step(again, wait=env.retry_wait(attempt))
     tried = f" (after {attempt} attempts)" if retryable else ""
     return Step(_to(work, "errored", error=f"{doing}{tried}: {exc}"))
+
+
+def _past_deadline(work: RunWork, now: datetime) -> bool:
+    return work.deadline_at is not None and now >= work.deadline_at
 
 
 def _timeout_text(work: RunWork) -> str:

@@ -272,3 +272,11 @@ WHERE e.driver = 'server'
   )
 ORDER BY r.id
 LIMIT 1000;
+
+-- name: experiments_without_live_runs :many
+-- Open experiments whose runs are all over (a crash lost the step that closes them).
+SELECT e.id FROM experiments e
+WHERE e.status = 'running'
+  AND NOT EXISTS (SELECT 1 FROM runs r
+                  WHERE r.experiment_id = e.id AND r.state NOT IN ('done', 'failed', 'errored'))
+LIMIT 1000;

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import msgspec
 
 from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
@@ -44,7 +45,7 @@ async def experiments_create(call: Call) -> wire.Experiment:
     async with call.db.connection() as conn:
         dataset_ws, dataset_name = await _dataset_of(conn, call, body.dataset)
         agent = await _agent_of(conn, call, body.agent)
-        driver = _driver_for(call, agent)
+        driver = _driver_for(call, agent, body)
         home = access.experiment_workspace(
             dataset_ws.facts, agent.workspace_facts, call.actor.username or ""
         )
@@ -88,15 +89,24 @@ async def _agent_of(conn: Any, call: Call, text: str) -> AgentRow:
     return await agents.get_agent(conn, ws.id, ref.name)
 
 
-def _driver_for(call: Call, agent: AgentRow) -> str:
+def _driver_for(call: Call, agent: AgentRow, body: wire.ExperimentCreate) -> str:
     """Who moves the runs: the server for a shared harness agent, the owner's CLI for a
-    personal one; a code-driven agent is run from the user's code."""
+    personal one, the caller's own code (the SDK) for a code-driven agent."""
     if agent.harness_url is None:
+        if not body.sdk:
+            raise BadRequest(
+                f"agent {agent.ref} has no harness URL: it is code-driven, so your code runs "
+                "it with evalkit.sdk.run_experiment; give it a harness with `evalkit agents "
+                f"edit {agent.ref} --harness-url URL` to run it with `evalkit run`",
+                code="code-driven-agent",
+            )
+        access.require_run_agent(call.actor, agent.workspace_facts, driven_by_server=False)
+        return "sdk"
+    if body.sdk:
         raise BadRequest(
-            f"agent {agent.ref} has no harness URL: it is code-driven, so your code runs it "
-            "with evalkit.sdk.run_experiment; give it a harness with `evalkit agents edit "
-            f"{agent.ref} --harness-url URL` to run it with `evalkit run`",
-            code="code-driven-agent",
+            f"agent {agent.ref} has a harness, so evalkit calls it: run it with `evalkit run`, "
+            "or create a code-driven agent (no --harness-url) for run_experiment",
+            code="harness-agent",
         )
     personal = agent.workspace_kind == "personal"
     access.require_run_agent(call.actor, agent.workspace_facts, driven_by_server=not personal)
@@ -106,6 +116,8 @@ def _driver_for(call: Call, agent: AgentRow) -> str:
 async def _capabilities(
     call: Call, agent: AgentRow, driver: str, body: wire.ExperimentCreate
 ) -> Capabilities:
+    if driver == "sdk":
+        return code_driven_capabilities(agent.provides)
     if driver == "cli":
         if body.capabilities is None:
             raise BadRequest(
@@ -126,6 +138,24 @@ async def _capabilities(
             f"check it with `evalkit harness check {agent.ref}`",
             code="harness-unreachable",
         ) from None
+
+
+CODE_DRIVEN_PROVIDES = {
+    "trajectory": True,
+    "tool_calls": True,
+    "token_usage": True,
+    "run_listing": True,
+    "thinking": False,
+    "artifacts": False,
+    "workspace": False,
+}
+
+
+def code_driven_capabilities(provides: dict[str, bool]) -> Capabilities:
+    """What a code-driven agent is taken to provide (its traces or the SDK's trajectory),
+    overridden by what the agent declares (`agents create --provides k=v`)."""
+    merged = {**CODE_DRIVEN_PROVIDES, **provides}
+    return msgspec.convert({"provides": merged}, Capabilities)
 
 
 def _box(call: Call) -> Any:
