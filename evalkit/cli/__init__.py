@@ -28,6 +28,7 @@ def register() -> None:
         sync,
         tokens,
         traces,
+        traces_check,
         workspaces,
     )
 

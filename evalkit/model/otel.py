@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from evalkit.model.api import Input, Output
 from evalkit.otel.model import Span
@@ -51,3 +52,26 @@ class TraceSession(Output):
 class TraceSessionDetail(Output):
     session: TraceSession
     spans: list[Span]
+
+
+class TraceCheckStep(Output):
+    step_id: int
+    source: str
+    message: str
+    tool_calls: list[str]
+    observations: int
+
+
+class TraceCheck(Output):
+    """What the server makes of a session with the agent's active mapping."""
+
+    session: TraceSession
+    mapping_version: int
+    spans_read: int
+    spans_excluded: int
+    answer: str | None
+    unread: list[str]
+    steps: list[TraceCheckStep]
+    trajectory_valid: bool
+    trajectory_errors: list[str]
+    trajectory: dict[str, Any]

@@ -16,6 +16,7 @@ from evalkit.edge.routes import (
     scores,
     stats,
     tokens,
+    trace_check,
     workspaces,
 )
 
@@ -33,6 +34,7 @@ ENDPOINTS: list[Endpoint] = [
     *stats.ENDPOINTS,
     *tokens.ENDPOINTS,
     *otel.ENDPOINTS,
+    *trace_check.ENDPOINTS,
     *judges.ENDPOINTS,
     *evaluators.ENDPOINTS,
 ]

@@ -1,0 +1,59 @@
+"""``evalkit traces check``: what the server makes of one session."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from cyclopts import Parameter
+
+from evalkit.cli.app import JsonFlag
+from evalkit.cli.client import Client
+from evalkit.cli.output import emit_json, say
+from evalkit.cli.traces import traces
+from evalkit.model import otel as wire
+
+
+@traces.command(name="check")
+def traces_check(
+    session_id: Annotated[str, Parameter(help="The session id (for a run: its session).")],
+    /,
+    *,
+    agent: Annotated[str, Parameter(help="The session's agent, NAME@WORKSPACE.")],
+    json: JsonFlag = False,
+) -> int:
+    """Show what the server makes of a session: its spans, the trajectory the agent's
+    active mapping builds from them, step by step, and every thing the mapping could not
+    read. Exits 1 when the trajectory is not valid ATIF or something went unread."""
+    with Client() as client:
+        ref = client.resolve(agent, "agent")
+        check: wire.TraceCheck = client.get(
+            f"/api/workspaces/{ref.workspace}/agents/{ref.name}/sessions/{session_id}/check",
+            type=wire.TraceCheck,
+        )
+    if json:
+        emit_json(check)
+        return 0 if check.trajectory_valid and not check.unread else 1
+    s = check.session
+    say(f"session {s.session_id} of {s.agent}@{s.workspace}, mapping v{check.mapping_version}")
+    excluded = f", {check.spans_excluded} left out by exclude_spans" if check.spans_excluded else ""
+    truncated = (
+        " (truncated: spans over otel.max_session_bytes were refused)" if s.truncated else ""
+    )
+    say(f"  {check.spans_read} spans read{excluded}{truncated}")
+    say(f"  answer: {check.answer if check.answer is not None else '-'}")
+    say(f"  {len(check.steps)} steps:")
+    for step in check.steps:
+        calls = f" -> {', '.join(step.tool_calls)}" if step.tool_calls else ""
+        seen = f" ({step.observations} results)" if step.observations else ""
+        say(f"    {step.step_id:>3} {step.source:<6} {step.message}{calls}{seen}")
+    if check.unread:
+        say(f"  the mapping could not read {len(check.unread)} things:")
+        for line in check.unread:
+            say(f"    {line}")
+    if check.trajectory_valid:
+        say("  trajectory: valid ATIF")
+    else:
+        say("  trajectory read failed: it breaks ATIF rules:")
+        for line in check.trajectory_errors[:20]:
+            say(f"    {line}")
+    return 0 if check.trajectory_valid and not check.unread else 1
