@@ -120,6 +120,10 @@ EXPERIMENT_WRITES = {
     ("POST", "/api/experiments"),
     ("POST", "/api/experiments/{experiment}/resume"),
     ("POST", "/api/runs/{run}/transition"),
+    # the SDK's scores, rounds and trajectory reads; tested in test_sdk_*.py
+    ("POST", "/api/runs/{run}/scores"),
+    ("POST", "/api/experiments/{experiment}/sdk-rounds"),
+    ("POST", "/api/runs/{run}/trajectory/refetch"),
 }
 # The OTLP collector (agent tokens, or writers naming the agent) and token revocation;
 # their rules are tested in test_otel_bad_input.py and test_otel_tokens.py.

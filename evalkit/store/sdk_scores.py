@@ -1,0 +1,77 @@
+"""The SDK's own storage: an experiment's pinned cases, Python evaluators' scores, scoring
+rounds opened from a script, and traced trajectories read again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from evalkit.cases.suite import apply_overlay
+from evalkit.db import Conn
+from evalkit.model import sdk as wire
+from evalkit.model.runs import TrajectoryRecord
+from evalkit.store import runs as runs_store
+
+_json = msgspec.json.Encoder()
+
+
+async def experiment_cases(conn: Conn, experiment_id: int) -> list[wire.PinnedCase]:
+    rows = await conn.all("sdk_experiment_cases", experiment_id=experiment_id)
+    return [
+        wire.PinnedCase(
+            case_id=row["case_id"],
+            version=row["version"],
+            content=(
+                row["content"]
+                if row["target_content"] is None
+                else apply_overlay(row["target_content"], row["content"])
+            ),
+        )
+        for row in rows
+    ]
+
+
+async def insert_python_scores(
+    conn: Conn, run_id: int, round: int, scores: list[wire.PythonScore]
+) -> list[str]:
+    """Store the scores (evaluator ``python:<name>``); returns the names written."""
+    if not scores:
+        return []
+    rows = await conn.all(
+        "sdk_scores_upsert",
+        run_id=run_id,
+        round=round,
+        names=[s.name for s in scores],
+        values=[s.value for s in scores],
+        kinds=[s.kind for s in scores],
+        explanations=[s.explanation for s in scores],
+        errors=[s.error for s in scores],
+        skipped=[s.skipped for s in scores],
+        evaluators=[wire.PYTHON_PREFIX + s.evaluator for s in scores],
+        raws=[None if s.raw is None else _json.encode(s.raw).decode() for s in scores],
+    )
+    return [row["name"] for row in rows]
+
+
+async def carry_forward(
+    conn: Conn, experiment_id: int, round: int, rerun: list[str], rescore_runs: list[int]
+) -> None:
+    await conn.execute(
+        "sdk_scores_carry_forward",
+        experiment_id=experiment_id,
+        round=round,
+        rerun=[wire.PYTHON_PREFIX + name for name in rerun],
+        rescore_runs=rescore_runs,
+    )
+
+
+async def run_for_refetch(conn: Conn, run_id: int) -> dict[str, Any] | None:
+    return await conn.one("sdk_run_for_refetch", run_id=run_id)
+
+
+async def replace_trajectory(conn: Conn, run_id: int, record: TrajectoryRecord) -> dict[str, Any]:
+    """Validate and store ``record`` as the run's trajectory; returns the stored fields."""
+    checked = runs_store._checked(record)
+    await conn.execute("sdk_trajectory_replace", run_id=run_id, **checked)
+    return checked
