@@ -118,3 +118,141 @@ def trajectory_for(question: str, answer: str) -> dict:
             {"step_id": 2, "source": "agent", "message": answer},
         ],
     }
+
+
+# --------------------------------------------------------------------------- binding
+
+
+def test_binding_rules_are_checked_before_the_first_call(dev):
+    dev.suite()
+    dev.agent()
+
+    def needs_more(input, retries):
+        raise AssertionError("never called")
+
+    with pytest.raises(SdkError, match=r"required parameter 'retries'.*input, files, model"):
+        run_experiment(dataset="finance", agent="mine", task=needs_more, progress=False)
+    assert dev.api("GET", "/api/experiments").json() == []
+
+    def one_other_name(q):  # a single parameter of another name gets the input
+        return ANSWERS[q["question"]]
+
+    def optional_kept(input, retries=3, *args, **kwargs):
+        assert retries == 3 and args == () and kwargs == {}
+        return ANSWERS[input["question"]]
+
+    for task in (one_other_name, optional_kept):
+        result = run_experiment(dataset="finance", agent="mine", task=task, progress=False)
+        assert result.by_state == {"done": 3}, task.__name__
+
+
+def test_a_model_the_task_cannot_take_is_warned_about(dev, capsys):
+    dev.suite(cases={"add": ("What is 2 + 3?", "5")})
+    dev.agent()
+    result = run_experiment(
+        dataset="finance", agent="mine", task=lambda input: "5", model="gpt-x", progress=False
+    )
+    assert result.experiment["model"] == "gpt-x"
+    err = capsys.readouterr().err
+    assert "warning: model='gpt-x'" in err and "no `model` parameter" in err
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_a_task_that_raises_fails_its_run_and_the_rest_go_on(dev, capsys):
+    dev.suite()
+    dev.agent()
+
+    def task(input: dict) -> str:
+        if "6 * 7" in input["question"]:
+            raise ValueError("the agent gave up")
+        return ANSWERS[input["question"]]
+
+    result = run_experiment(dataset="finance", agent="mine", task=task, progress=False)
+    assert result.by_state == {"done": 2, "failed": 1}
+    [failed] = [r for r in result.runs if r["state"] == "failed"]
+    run = dev.run(failed["id"])
+    assert run["case_id"] == "mul" and run["harness_status"] == "failed"
+    assert run["error"] == "ValueError: the agent gave up" and run["answer"] is None
+    assert "failed: ValueError: the agent gave up" in capsys.readouterr().err
+
+
+def test_a_task_returning_something_else_fails_its_run(dev):
+    dev.suite(cases={"add": ("What is 2 + 3?", "5")})
+    dev.agent()
+    result = run_experiment(dataset="finance", agent="mine", task=lambda input: 5, progress=False)
+    run = dev.run(result.runs[0]["id"])
+    assert run["state"] == "failed" and "returned int" in run["error"]
+
+
+def test_a_harness_agent_is_refused(dev):
+    dev.suite()
+    r = dev.api(
+        "POST",
+        "/api/workspaces/alice/agents",
+        json={"name": "hosted", "harness_url": "http://127.0.0.1:9"},
+    )
+    assert r.status_code == 201, r.text
+    with pytest.raises(Exception, match=r"has a harness.*harness-agent"):
+        run_experiment(dataset="finance", agent="hosted", task=lambda input: "x", progress=False)
+
+
+# --------------------------------------------------------------------------- selection, resume
+
+
+def test_case_ids_split_and_a_shared_dataset(dev):
+    dev.suite()
+    dev.agent()
+    seen = []
+
+    def task(input, metadata):
+        seen.append(metadata["case_id"])
+        return ANSWERS[input["question"]]
+
+    result = run_experiment(
+        dataset="finance",
+        agent="mine",
+        task=task,
+        case_ids=["add", "sub"],
+        split="test",
+        progress=False,
+    )
+    assert sorted(seen) == ["add", "sub"] and result.by_state == {"done": 2}
+    with pytest.raises(Exception, match="no cases to run in split 'train'"):
+        run_experiment(dataset="finance", agent="mine", task=task, split="train", progress=False)
+
+
+def test_resume_goes_on_with_the_unfinished_runs(dev):
+    dev.suite()
+    dev.agent()
+
+    async def hangs(input):
+        await asyncio.Event().wait()
+
+    async def interrupted() -> None:
+        # Stopped from outside while the first run's task is busy (a notebook's interrupt).
+        started = arun_experiment(
+            dataset="finance", agent="mine", task=hangs, concurrency=1, progress=False
+        )
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(started, timeout=3)
+
+    asyncio.run(interrupted())
+    [experiment] = dev.api("GET", "/api/experiments").json()
+    states = dev.api("GET", f"/api/experiments/{experiment['id']}").json()["by_state"]
+    assert states == {"running": 1, "queued": 2}
+    with pytest.raises(SdkError, match="resume= goes on"):
+        run_experiment(resume=experiment["id"], dataset="finance", task=hangs)
+    again = []
+
+    def answers(input):
+        again.append(input["question"])
+        return ANSWERS[input["question"]]
+
+    result = run_experiment(resume=experiment["id"], task=answers, progress=False)
+    assert result.id == experiment["id"] and result.by_state == {"done": 3}
+    assert sorted(again) == sorted(ANSWERS)  # the run left running was claimed and run again
+    again.clear()
+    result = run_experiment(resume=experiment["id"], task=answers, progress=False)
+    assert again == [] and result.by_state == {"done": 3}
