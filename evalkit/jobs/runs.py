@@ -56,15 +56,15 @@ async def sweep_runs(context: JobContext, timestamp: int) -> int:
     idle = 2 * settings.worker.stalled_seconds + settings.worker.harness_timeout_seconds
     moved = 0
     async with runtime.database().connection() as conn:
-        for row in await conn.all("agents_with_queued_runs"):
-            for run_id in await store.claim_runs(conn, row["agent_id"], limit=1000):
+        for agent_id in await store.agents_with_queued_runs(conn):
+            for run_id in await store.claim_runs(conn, agent_id, limit=1000):
                 await defer_advance(None, run_id)
                 moved += 1
-        for row in await conn.all("experiments_without_live_runs"):
-            log.warning("experiment %s had no live run but was still open", row["id"])
-            await store.finish_experiment_if_done(conn, row["id"])
+        for experiment_id in await store.open_experiments_without_live_runs(conn):
+            log.warning("experiment %s had no live run but was still open", experiment_id)
+            await store.finish_experiment_if_done(conn, experiment_id)
             moved += 1
-        for run in await conn.all("runs_orphaned", idle_seconds=idle):
+        for run in await store.orphaned_runs(conn, idle):
             log.warning("run %s (%s) had no job to move it; queueing one", run["id"], run["state"])
             if run["state"] == "collecting" and run["trajectory_source"] == "otel":
                 await settle.defer_settle(None, run["agent_id"], run["session_id"], after=0)

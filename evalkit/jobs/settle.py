@@ -23,6 +23,7 @@ from evalkit.db import Conn
 from evalkit.jobs import runtime
 from evalkit.jobs.app import app, defer
 from evalkit.model.runs import RunWork, TrajectoryRecord, Transition
+from evalkit.store import runs as runs_store
 
 log = logging.getLogger("evalkit.otel")
 
@@ -50,7 +51,7 @@ async def defer_settle(conn: Conn | None, agent_id: int, session_id: str, *, aft
 async def settle_session(context: JobContext, agent_id: int, session_id: str) -> str:
     settings = runtime.settings()
     async with runtime.database().connection() as conn:
-        run = await conn.one("run_collecting_for_session", agent_id=agent_id, session_id=session_id)
+        run = await runs_store.collecting_run_for_session(conn, agent_id, session_id)
         if run is None:
             return "no run is waiting for this session"
         session = await _session(conn, agent_id, session_id)
@@ -68,9 +69,9 @@ async def settle_session(context: JobContext, agent_id: int, session_id: str) ->
             trajectory=record,
         )
         from evalkit.jobs.runs import defer_advance
-        from evalkit.store import runs as store
 
-        if await store.apply_transition(conn, transition):
+        if await runs_store.apply_transition(conn, transition):
+            await runs_store.link_session(conn, agent_id, session_id, run["id"])
             await defer_advance(None, run["id"])
             return "trajectory attached"
         return "the run had moved on"

@@ -280,3 +280,9 @@ WHERE e.status = 'running'
   AND NOT EXISTS (SELECT 1 FROM runs r
                   WHERE r.experiment_id = e.id AND r.state NOT IN ('done', 'failed', 'errored'))
 LIMIT 1000;
+
+-- name: session_link_run :exec
+-- Record which run a traced session belongs to (its trajectory was built for it).
+UPDATE sessions SET run_id = %(run_id)s
+WHERE agent_id = %(agent_id)s AND session_id = %(session_id)s
+  AND run_id IS DISTINCT FROM %(run_id)s;

@@ -373,6 +373,34 @@ async def finish_experiment_if_done(conn: Conn, experiment_id: int) -> bool:
     return await conn.one("experiment_finish_if_done", experiment_id=experiment_id) is not None
 
 
+async def collecting_run_for_session(
+    conn: Conn, agent_id: int, session_id: str
+) -> dict[str, Any] | None:
+    """The agent's run waiting in collecting for this traced session, if any."""
+    return await conn.one("run_collecting_for_session", agent_id=agent_id, session_id=session_id)
+
+
+async def link_session(conn: Conn, agent_id: int, session_id: str, run_id: int) -> None:
+    await conn.execute("session_link_run", run_id=run_id, agent_id=agent_id, session_id=session_id)
+
+
+async def agents_with_queued_runs(conn: Conn) -> list[int]:
+    return [row["agent_id"] for row in await conn.all("agents_with_queued_runs")]
+
+
+async def open_experiments_without_live_runs(conn: Conn) -> list[int]:
+    return [row["id"] for row in await conn.all("experiments_without_live_runs")]
+
+
+async def orphaned_runs(conn: Conn, idle_seconds: float) -> list[dict[str, Any]]:
+    """Live server-driven runs idle that long with no job waiting for them."""
+    return await conn.all("runs_orphaned", idle_seconds=idle_seconds)
+
+
+async def reopen_experiment(conn: Conn, experiment_id: int) -> None:
+    await conn.execute("experiment_reopen", experiment_id=experiment_id)
+
+
 async def claim_runs(conn: Conn, agent_id: int, limit: int) -> list[int]:
     """Move up to ``limit`` queued server-driven runs of the agent to starting, within the
     agent's free slots. The agent row lock makes concurrent claims count each other."""

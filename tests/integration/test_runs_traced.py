@@ -78,6 +78,8 @@ def test_trajectory_comes_from_the_spans(engine, dev, cli):
         assert detail["by_state"] == {"done": 1}
         run = api(engine, dev, "GET", f"/api/runs/{run_id}?trajectory=1").json()
         assert run["session_id"] == session_id
+        listed = cli("traces", "list", "--agent", "traced@dev", "--json").json
+        assert [(t["session_id"], t["run_id"]) for t in listed] == [(session_id, int(run_id))]
         assert run["trajectory_source"] == "otel" and run["trajectory_valid"] is True
         assert run["trajectory_partial"] is False
         steps = run["trajectory"]["steps"]

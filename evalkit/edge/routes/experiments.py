@@ -218,7 +218,7 @@ async def experiments_resume(call: Call) -> wire.Experiment:
     async with call.db.connection() as conn:
         row = await store.experiment_row(conn, experiment_id)
         await _require_driver_rights(conn, call, row)
-        await conn.execute("experiment_reopen", experiment_id=experiment_id)
+        await store.reopen_experiment(conn, experiment_id)
         if row["driver"] == "server":
             await _redispatch(conn, row["agent_id"], experiment_id)
         return await store.get_experiment(conn, experiment_id)
