@@ -16,7 +16,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate
 from opentelemetry.sdk.trace import TracerProvider
 
-from evalkit.sdk import RunResult, SdkError, run_experiment, tracing
+from evalkit.sdk import RunResult, SdkError, evaluator, run_experiment, tracing
 from tests import otel_agents
 from tests.integration import sdk_helpers
 from tests.integration.otel_helpers import mint
@@ -27,9 +27,16 @@ dev = sdk_helpers.dev
 QUESTION = "What is the weather in Paris?"
 
 
+@evaluator(name="tool_use", requires_trajectory=True)
+def tool_use(case, run) -> float:
+    """Reads the trajectory the server built from the run's spans."""
+    return float(any(step.get("tool_calls") for step in run.trajectory["steps"]))
+
+
 @pytest.fixture
 def traced(dev):
-    dev.repo.case("weather", "paris", sdk_helpers.case_text(QUESTION, otel_agents.ANSWER))
+    text = sdk_helpers.case_text(QUESTION, otel_agents.ANSWER, custom="tool_use: {}")
+    dev.repo.case("weather", "paris", text)
     dev.agent(trajectory_wait=20)
     provider = TracerProvider()
     tracing.register(agent="mine", provider=provider)
@@ -72,8 +79,11 @@ def test_an_instrumented_agent_in_process(dev, traced):
         llm_span(tracer, "follow-up")
         return otel_agents.ANSWER
 
-    result = run_experiment(dataset="weather", agent="mine", task=task, progress=False)
+    result = run_experiment(
+        dataset="weather", agent="mine", task=task, evaluators=[tool_use], progress=False
+    )
     assert result.by_state == {"done": 1}
+    assert dev.scores(result.runs[0]["id"])["tool_use"]["value"] == 1.0
     run = dev.run(result.runs[0]["id"], trajectory=True)
     [session] = sessions
     assert run["session_id"] == session and run["trajectory_source"] == "otel"
