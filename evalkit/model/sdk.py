@@ -9,6 +9,7 @@ import msgspec
 from msgspec import Meta
 
 from evalkit.model.api import Input, Output
+from evalkit.model.runs import Transition
 
 PYTHON_PREFIX = "python:"
 """Scores of a Python evaluator are stored with ``evaluator = python:<name>``."""
@@ -81,3 +82,27 @@ class TrajectoryRefetched(Output, kw_only=True):
     valid: bool | None
     partial: bool | None
     spans: int
+
+
+class RunScores(Input, kw_only=True):
+    run_id: int
+    scores: Annotated[list[PythonScore], Meta(max_length=1000)]
+
+
+class SdkBatch(Input, kw_only=True):
+    """Steps of several runs of one experiment, applied in order in one transaction (each
+    by compare-and-set, as ``POST /api/runs/{run}/transition`` applies one), then Python
+    scores (the current round) of runs whose last step here was applied."""
+
+    steps: Annotated[list[Transition], Meta(max_length=2000)] = msgspec.field(default_factory=list)
+    scores: Annotated[list[RunScores], Meta(max_length=1000)] = msgspec.field(default_factory=list)
+
+
+class SdkBatchResult(Output, kw_only=True):
+    applied: list[bool]
+    """One per step, in order: False when the run had moved on (a replay, or another
+    process drives it)."""
+    states: dict[str, str]
+    """Each run's state after the batch, by run id."""
+    scored: list[int] = msgspec.field(default_factory=list)
+    """Runs whose scores were stored."""

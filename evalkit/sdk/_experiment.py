@@ -29,8 +29,9 @@ import msgspec
 
 from evalkit.model import runs as wire
 from evalkit.model.runs import RunWork, TrajectoryRecord, Transition
-from evalkit.model.sdk import ExperimentCases, PythonScores
+from evalkit.model.sdk import ExperimentCases, PythonScore, PythonScores
 from evalkit.sdk import tracing
+from evalkit.sdk._batch import StepBatcher
 from evalkit.sdk._binding import Binding, bind, normalize
 from evalkit.sdk._evaluators import PythonEvaluator, check_evaluators, score_run, selected
 from evalkit.sdk._fixtures import FixtureCache
@@ -238,6 +239,17 @@ def _trajectory_text(trajectory: Any) -> str:
     return msgspec.json.encode(trajectory).decode()
 
 
+def _transition(run: RunWork, state: str, *, attempts: int = 0, **fields: Any) -> Transition:
+    return Transition(
+        run_id=run.run_id,
+        from_state=run.state,
+        from_attempts=run.attempts,
+        to_state=state,  # type: ignore[arg-type]
+        attempts=attempts,
+        **fields,
+    )
+
+
 def valid_trajectory(trajectory: Any) -> dict[str, Any] | None:
     """The ATIF document as a dict when it is valid, else None."""
     from evalkit.atif.validate import validate_trajectory
@@ -291,6 +303,7 @@ class _Runner:
         if self.evaluators:
             answer = await self.link.get(f"/api/experiments/{experiment.id}/cases", ExperimentCases)
             self.cases = {c.case_id: c.content for c in answer.cases}
+        self.batcher = StepBatcher(self.link, experiment.id)
         work = await self.link.work(experiment.id)
         bar = Progress(len(work.runs), f"experiment {experiment.id}", enabled=self.show_progress)
         slots = asyncio.Semaphore(self.concurrency)
@@ -337,13 +350,18 @@ class _Runner:
     async def _claim(self, run: RunWork) -> RunWork | None:
         """queued -> starting -> running (a run found running was left by a process that
         stopped: counting an attempt claims it, so two resumes never both call the task)."""
+        steps: list[Transition] = []
         if run.state == "queued":
-            run = await self._step(run, "starting")  # type: ignore[assignment]
-            if run is None:
-                return None
+            steps.append(_transition(run, "starting"))
+            run = msgspec.structs.replace(run, state="starting", attempts=0)
         if run.state == "starting":
-            return await self._step(run, "running", started_at=_now())
-        return await self._step(run, "running", attempts=run.attempts + 1)
+            steps.append(_transition(run, "running", started_at=_now()))
+            claimed = msgspec.structs.replace(run, state="running", attempts=0)
+        else:
+            steps.append(_transition(run, "running", attempts=run.attempts + 1))
+            claimed = msgspec.structs.replace(run, state="running", attempts=run.attempts + 1)
+        applied = await self.batcher.send(run.run_id, steps)
+        return claimed if all(applied) else None
 
     async def _call(self, run: RunWork) -> tuple[RunResult | None, BaseException | None, str]:
         session_id = str(uuid.uuid4())
@@ -392,7 +410,7 @@ class _Runner:
         session = (result.session_id if result else None) or session_id
         answer = result.answer if result else None
         output = result.output if result else None
-        collecting = await self._step(
+        collecting = _transition(
             run,
             "collecting",
             harness_status="failed" if error else "succeeded",
@@ -407,10 +425,9 @@ class _Runner:
                 f"run {run.run_id} (case {run.case_id}, repetition {run.repetition}) "
                 f"failed: {_error_text(error)}"
             )
-        if collecting is None:
-            return error is not None
         if traced:
-            if self._needs_scoring(run.case_id):
+            applied = await self.batcher.send(run.run_id, [collecting])
+            if all(applied) and self._needs_scoring(run.case_id):
                 self.awaiting[run.run_id] = result
             return error is not None
         trajectory = result.trajectory if result else None
@@ -419,16 +436,20 @@ class _Runner:
             if trajectory is not None
             else TrajectoryRecord(source="sdk", fetch_error=NO_TRAJECTORY)
         )
-        await self._step(collecting, "scoring", trajectory=record)
+        scoring = Transition(
+            run_id=run.run_id,
+            from_state="collecting",
+            to_state="scoring",
+            trajectory=record,
+        )
+        scores = []
         if self._needs_scoring(run.case_id):
-            await self._score(
-                run.run_id,
-                run,
-                answer,
-                output,
-                valid_trajectory(trajectory),
-                (result.model if result else None) or self.model,
+            model = (result.model if result else None) or self.model
+            scores = await self._scores(
+                run.run_id, run, answer, output, valid_trajectory(trajectory), model
             )
+        await self.batcher.send(run.run_id, [collecting, scoring], scores)
+        self.scored.add(run.run_id)
         return error is not None
 
     async def _resume_collecting(self, run: RunWork) -> None:
@@ -441,28 +462,11 @@ class _Runner:
         record = TrajectoryRecord(
             source="sdk", fetch_error="the process that ran the task stopped before sending it"
         )
-        moved = await self._step(run, "scoring", trajectory=record)
-        if moved is not None and self._needs_scoring(run.case_id):
+        applied = await self.batcher.send(
+            run.run_id, [_transition(run, "scoring", trajectory=record)]
+        )
+        if all(applied) and self._needs_scoring(run.case_id):
             self.awaiting[run.run_id] = None
-
-    async def _step(self, run: RunWork, state: str, *, attempts: int = 0, **fields: Any) -> Any:
-        transition = Transition(
-            run_id=run.run_id,
-            from_state=run.state,
-            from_attempts=run.attempts,
-            to_state=state,  # type: ignore[arg-type]
-            attempts=attempts,
-            **fields,
-        )
-        result = await self.link.post(transition)
-        if not result.applied:
-            return None
-        return msgspec.structs.replace(
-            run,
-            state=state,
-            attempts=attempts,
-            **{k: v for k, v in fields.items() if k in ("session_id", "started_at") and v},
-        )
 
     # ----------------------------------------------------------------------- scores
 
@@ -470,7 +474,7 @@ class _Runner:
         content = self.cases.get(case_id)
         return bool(self.evaluators and content and selected(self.evaluators, content))
 
-    async def _score(
+    async def _scores(
         self,
         run_id: int,
         run: RunWork | wire.Run,
@@ -478,7 +482,7 @@ class _Runner:
         output: Any,
         trajectory: dict[str, Any] | None,
         model: str | None,
-    ) -> None:
+    ) -> list[PythonScore]:
         content = self.cases[run.case_id]
         if answer is None and output is not None:
             answer = json.dumps(output, sort_keys=True, separators=(",", ":"))
@@ -491,17 +495,17 @@ class _Runner:
             experiment_id=run.experiment_id,
             repetition=run.repetition,
         )
-        scores = await score_run(self.evaluators, run.case_id, content, evaluated)
-        if scores:
-            await self.link.post_json(f"/api/runs/{run_id}/scores", PythonScores(scores=scores))
-        self.scored.add(run_id)
+        return await score_run(self.evaluators, run.case_id, content, evaluated)
 
     async def _score_traced(self, run_id: int) -> None:
         run = await self.link.get(f"/api/runs/{run_id}?trajectory=1", wire.Run)
         given = self.awaiting.get(run_id)
         trajectory = run.trajectory if run.trajectory_valid else None
         model = (given.model if given else None) or self.model
-        await self._score(run_id, run, run.answer, run.output, trajectory, model)
+        scores = await self._scores(run_id, run, run.answer, run.output, trajectory, model)
+        if scores:
+            await self.link.post_json(f"/api/runs/{run_id}/scores", PythonScores(scores=scores))
+        self.scored.add(run_id)
 
     # ----------------------------------------------------------------------- the end
 

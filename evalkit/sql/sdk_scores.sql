@@ -63,3 +63,8 @@ FROM runs r
 JOIN agents a ON a.id = r.agent_id
 LEFT JOIN trajectories t ON t.run_id = r.id
 WHERE r.id = %(run_id)s;
+
+-- name: sdk_runs_of_experiment :many
+-- The runs among run_ids that belong to an experiment, with their states.
+SELECT id, state FROM runs
+WHERE experiment_id = %(experiment_id)s AND id = ANY(%(run_ids)s::bigint[]);

@@ -75,3 +75,9 @@ async def replace_trajectory(conn: Conn, run_id: int, record: TrajectoryRecord) 
     checked = runs_store._checked(record)
     await conn.execute("sdk_trajectory_replace", run_id=run_id, **checked)
     return checked
+
+
+async def run_states(conn: Conn, experiment_id: int, run_ids: list[int]) -> dict[int, str]:
+    """The state of each run among ``run_ids`` that belongs to the experiment."""
+    rows = await conn.all("sdk_runs_of_experiment", experiment_id=experiment_id, run_ids=run_ids)
+    return {row["id"]: row["state"] for row in rows}

@@ -123,6 +123,7 @@ EXPERIMENT_WRITES = {
     # the SDK's scores, rounds and trajectory reads; tested in test_sdk_*.py
     ("POST", "/api/runs/{run}/scores"),
     ("POST", "/api/experiments/{experiment}/sdk-rounds"),
+    ("POST", "/api/experiments/{experiment}/sdk-steps"),
     ("POST", "/api/runs/{run}/trajectory/refetch"),
 }
 # The OTLP collector (agent tokens, or writers naming the agent) and token revocation;

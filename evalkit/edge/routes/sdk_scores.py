@@ -11,6 +11,7 @@ from typing import Any
 
 from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
+from evalkit.edge.routes.experiments import TRANSITION_MAX_BODY
 from evalkit.errors import BadRequest, Conflict
 from evalkit.model import sdk as wire
 from evalkit.store import runs as runs_store
@@ -84,22 +85,86 @@ async def run_scores_post(call: Call) -> wire.PythonScoresStored:
                 "each score of a run needs its own name",
                 code="duplicate-score",
             )
-        scores = [
-            wire.PythonScore(
-                evaluator=s.evaluator,
-                name=s.name,
-                value=s.value,
-                kind=s.kind,
-                explanation=_clip(s.explanation),
-                error=_clip(s.error),
-                skipped=_clip(s.skipped),
-                raw=s.raw,
-            )
-            for s in body.scores
-        ]
+        scores = [_clipped(s) for s in body.scores]
         stored = await store.insert_python_scores(conn, run_id, round_, scores)
     kept = [n for n in names if n not in set(stored)]
     return wire.PythonScoresStored(run_id=run_id, round=round_, stored=stored, kept=kept)
+
+
+# --------------------------------------------------------------------------- batches
+
+
+async def sdk_steps(call: Call) -> wire.SdkBatchResult:
+    """Steps and Python scores of several runs in one request and one transaction: an
+    experiment with an instant task posts a few steps per run, and round trips, not the
+    database, would bound it otherwise."""
+    from evalkit.jobs import settle
+    from evalkit.jobs.runs import defer_advance
+    from evalkit.runs import machine
+
+    access.require_user(call.actor)
+    experiment_id = _id(call, "experiment")
+    async with call.db.connection() as conn:
+        row = await runs_store.experiment_row(conn, experiment_id)
+        _require_sdk_driver(call, row)
+        body: wire.SdkBatch = await call.payload()
+        for step in body.steps:
+            if not machine.is_allowed(step.from_state, step.to_state):
+                raise BadRequest(
+                    f"run {step.run_id} cannot go from {step.from_state} to {step.to_state}",
+                    code="transition-not-allowed",
+                )
+        ids = sorted({t.run_id for t in body.steps} | {s.run_id for s in body.scores})
+        async with conn.transaction():
+            owned = await store.run_states(conn, experiment_id, ids)
+            strangers = [i for i in ids if i not in owned]
+            if strangers:
+                raise BadRequest(
+                    f"run {', '.join(map(str, strangers))} is no run of experiment "
+                    f"{experiment_id}; post each experiment's steps to its own URL",
+                    code="no-such-run",
+                )
+            applied: list[bool] = []
+            last: dict[int, bool] = {}
+            finished = False
+            for step in body.steps:
+                done = await runs_store.apply_transition(conn, step)
+                applied.append(done)
+                last[step.run_id] = done
+                if not done:
+                    continue
+                if step.to_state == "scoring":
+                    await defer_advance(conn, step.run_id)  # the server scores it
+                elif step.to_state == "collecting" and step.session_id:
+                    await settle.defer_settle(conn, row["agent_id"], step.session_id, after=0)
+                finished = finished or step.to_state in machine.TERMINAL
+            if finished:
+                await runs_store.finish_experiment_if_done(conn, experiment_id)
+            scored: list[int] = []
+            todo = [s for s in body.scores if last.get(s.run_id, True) and s.scores]
+            if todo:
+                round_ = await scores_store.run_round(conn, todo[0].run_id)
+                for batch in todo:
+                    clipped = [_clipped(s) for s in batch.scores]
+                    await store.insert_python_scores(conn, batch.run_id, round_, clipped)
+                    scored.append(batch.run_id)
+            states = await store.run_states(conn, experiment_id, ids)
+    return wire.SdkBatchResult(
+        applied=applied, states={str(k): v for k, v in states.items()}, scored=scored
+    )
+
+
+def _clipped(score: wire.PythonScore) -> wire.PythonScore:
+    return wire.PythonScore(
+        evaluator=score.evaluator,
+        name=score.name,
+        value=score.value,
+        kind=score.kind,
+        explanation=_clip(score.explanation),
+        error=_clip(score.error),
+        skipped=_clip(score.skipped),
+        raw=score.raw,
+    )
 
 
 # --------------------------------------------------------------------------- rounds
@@ -203,6 +268,17 @@ ENDPOINTS = [
         body=wire.PythonScores,
         returns=wire.PythonScoresStored,
         tags=["sdk"],
+    ),
+    Endpoint(
+        "POST",
+        _EXP + "/sdk-steps",
+        sdk_steps,
+        "Record steps (compare-and-set) and Python scores of several runs your SDK drives, "
+        "in one transaction",
+        body=wire.SdkBatch,
+        returns=wire.SdkBatchResult,
+        tags=["sdk"],
+        max_body=TRANSITION_MAX_BODY,
     ),
     Endpoint(
         "POST",
