@@ -207,11 +207,15 @@ def _print_scores(scores: list[wire.Score]) -> None:
     for s in scores:
         by_round.setdefault(s.round, []).append(s)
     width = max(len(s.name) for s in scores)
+    readings = [_reading(s) for s in scores]
+    shown = max(len(reading) for reading, _ in readings)
+    at = 0
     for round_, items in by_round.items():
         say(f"  scores, round {round_}{' (latest)' if round_ == newest else ''}:")
         for s in items:
-            reading, detail = _reading(s)
-            say(f"    {s.name.ljust(width)}  {reading.ljust(9)}  {detail}".rstrip())
+            reading, detail = readings[at]
+            at += 1
+            say(f"    {s.name.ljust(width)}  {reading.ljust(shown)}  {detail}".rstrip())
 
 
 def _reading(s: wire.Score) -> tuple[str, str]:

@@ -167,8 +167,10 @@ def _must_trajectory(ctx: RunContext) -> Trajectory:
 
 
 def _quote(text: str) -> str:
+    """``'text'`` on one line, cut at ``SHOWN`` characters (backslashes kept as written, so
+    a pattern reads as in the case file)."""
     shown = text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
-    return repr(shown)
+    return "'" + shown.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t") + "'"
 
 
 def _text(value: Any) -> str:
