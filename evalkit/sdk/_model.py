@@ -134,3 +134,5 @@ class DryRunCase:
     trajectory_error: str | None = None
     spans: int = 0
     scores: list[ScoreItem] = field(default_factory=list)
+    own_session: str = ""
+    """The SDK's session id for the run (``session_id`` is the task's, when it gave one)."""

@@ -20,6 +20,7 @@ from evalkit.sdk import RunResult, SdkError, evaluator, run_experiment, tracing
 from tests import otel_agents
 from tests.integration import sdk_helpers
 from tests.integration.otel_helpers import mint
+from tests.integration.test_sdk_experiment import trajectory_for
 
 engine = sdk_helpers.engine
 dev = sdk_helpers.dev
@@ -289,3 +290,50 @@ def test_tracing_for_another_agent_is_refused(dev, traced):
     dev.agent("other")
     with pytest.raises(SdkError, match="registered for agent mine@alice"):
         run_experiment(dataset="weather", agent="other", task=lambda input: "x", progress=False)
+
+
+# --------------------------------------------------------------------------- dry runs
+
+
+def test_dry_run_shows_what_the_server_made_of_the_session(dev, traced, capsys):
+    tracer = traced.get_tracer("weather-agent")
+
+    def task(input: dict) -> str:
+        otel_agents.openinference_agent(tracer, session="ignored-by-the-root-rule")
+        return otel_agents.ANSWER
+
+    [case] = run_experiment(
+        dataset="weather", agent="mine", task=task, evaluators=[tool_use], dry_run=True
+    )
+    assert case.case_id == "paris" and case.answer == otel_agents.ANSWER
+    assert case.trajectory is not None and case.trajectory_error is None
+    assert case.spans == 5 and [s.score for s in case.scores] == [1.0]
+    out = capsys.readouterr().out
+    assert f"case paris: session {case.session_id}" in out
+    assert "session: 5 spans; trajectory: 4 steps, 1 tool calls" in out
+    assert "python:tool_use tool_use: 1" in out
+    assert dev.api("GET", "/api/experiments").json() == []  # no experiment was made
+    spans = session_spans(dev, case.session_id)
+    [root] = [s for s in spans if s["name"] == "evalkit.run"]
+    assert root["attributes"]["evalkit.dry_run"] is True
+    assert "evalkit.experiment_id" not in root["attributes"]
+
+
+def test_a_dry_run_goes_on_when_a_session_cannot_be_read(dev, capsys):
+    dev.repo.case("weather", "paris", sdk_helpers.case_text(QUESTION, "sunny"))
+    dev.repo.case("weather", "rome", sdk_helpers.case_text("Weather in Rome?", "warm"))
+    dev.agent(trajectory_wait=1)
+
+    def task(input: dict) -> RunResult | str:
+        if "Paris" in input["question"]:
+            # The agent's session, but nothing exports its spans.
+            return RunResult(answer="sunny", session_id="a-session-never-sent")
+        return RunResult(answer="warm", trajectory=trajectory_for("Weather in Rome?", "warm"))
+
+    paris, rome = run_experiment(dataset="weather", agent="mine", task=task, dry_run=2)
+    assert paris.session_id == "a-session-never-sent" and paris.trajectory is None
+    assert "no span of session a-session-never-sent" in paris.trajectory_error
+    assert rome.answer == "warm" and rome.trajectory["steps"][-1]["message"] == "warm"
+    out = capsys.readouterr().out
+    assert "trajectory read failed: no span of session a-session-never-sent" in out
+    assert "case rome" in out and "trajectory (returned by the task): 2 steps" in out
