@@ -32,6 +32,12 @@ VALUES (%(workspace_id)s, %(dataset_id)s, %(agent_id)s, %(driver)s, %(repetition
         %(model)s, %(split)s, %(case_ids)s, %(capabilities)s::jsonb, %(created_by)s)
 RETURNING id;
 
+-- name: scoring_round_first :exec
+-- Round 1 of a new experiment: the scores its runs get as they finish.
+INSERT INTO scoring_rounds (experiment_id, round, created_by)
+VALUES (%(experiment_id)s, 1, %(created_by)s)
+ON CONFLICT DO NOTHING;
+
 -- name: runs_insert :exec
 -- One run per pinned case version and repetition; first repetitions first.
 INSERT INTO runs (experiment_id, agent_id, case_version_id, target_version_id, case_id,

@@ -109,6 +109,7 @@ async def insert_experiment(
     )
     assert row is not None
     experiment_id: int = row["id"]
+    await conn.execute("scoring_round_first", experiment_id=experiment_id, created_by=created_by)
     await conn.execute(
         "runs_insert",
         experiment_id=experiment_id,

@@ -322,7 +322,8 @@ def test_evaluate_opens_new_rounds(engine, dev, cli):
     assert [r["round"] for r in rounds.json] == [3, 2, 1]
     assert rounds.json[0]["evaluators"] == ["exact_match"]
     assert rounds.json[0]["created_by"] == "admin"
-    assert rounds.json[2]["created_at"] is None  # round 1: when the runs finished
+    assert rounds.json[2]["created_at"] is not None  # round 1: made with the experiment
+    assert rounds.json[2]["created_by"] == "admin"
 
     shown = cli("runs", "show", str(runs["mul"]))
     assert (
