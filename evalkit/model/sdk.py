@@ -60,7 +60,7 @@ class ExperimentCases(Output, kw_only=True):
 class SdkRound(Input, kw_only=True):
     """A new scoring round of an SDK experiment (``evaluate_experiment``)."""
 
-    evaluators: Annotated[list[str], Meta(min_length=1, max_length=100)]
+    evaluators: Annotated[list[str], Meta(max_length=100)]
     """The Python evaluators it re-runs (their names); their scores of the round before are
     not carried forward, every other score is."""
     rescore_runs: list[int] = msgspec.field(default_factory=list)

@@ -18,7 +18,7 @@ See docs/sdk.md.
 """
 
 from evalkit.sdk import tracing
-from evalkit.sdk._evaluate import evaluate_experiment
+from evalkit.sdk._evaluate import aevaluate_experiment, evaluate_experiment
 from evalkit.sdk._evaluators import PythonEvaluator, evaluator
 from evalkit.sdk._experiment import arun_experiment, run_experiment
 from evalkit.sdk._model import (
@@ -44,6 +44,7 @@ __all__ = [
     "RunResult",
     "ScoreItem",
     "SdkError",
+    "aevaluate_experiment",
     "arun_experiment",
     "evaluate_experiment",
     "evaluator",
