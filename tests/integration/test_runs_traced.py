@@ -19,7 +19,6 @@ from tests.integration.runs_helpers import (
     login_token,
     until,
     wait_finished,
-    write_suite,
 )
 
 
@@ -41,8 +40,15 @@ def dev(engine, cli, tmp_path):
     cli.monkeypatch.setenv("EVALKIT_SERVER_URL", engine.url)
     cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
     admin_api(engine, token, "POST", "/api/workspaces", json={"name": "dev"})
-    suite = write_suite(Repo(tmp_path / "repo"), cases={"add": ("What is 2 + 3?", "5")})
-    assert cli("sync", str(suite), "--workspace", "dev").code == 0
+    repo = Repo(tmp_path / "repo")
+    repo.case(
+        "finance",
+        "add",
+        "input:\n  question: 'What is 2 + 3?'\nexpected:\n  answer: '5'\n"
+        "evaluators:\n  exact_match: true\n  tool_calls:\n    required: [calculator]\n"
+        "  steps: true\n",
+    )
+    assert cli("sync", str(repo.suite("finance")), "--workspace", "dev").code == 0
     return token
 
 
@@ -85,6 +91,14 @@ def test_trajectory_comes_from_the_spans(engine, dev, cli):
         steps = run["trajectory"]["steps"]
         assert steps[0]["source"] == "user" and steps[0]["message"] == "What is 2 + 3?"
         assert any(step.get("tool_calls") for step in steps)
+        # Scored on the trajectory built from the spans, not on anything the harness sent.
+        scores = {
+            s["name"]: s for s in api(engine, dev, "GET", f"/api/runs/{run_id}/scores").json()
+        }
+        assert scores["exact_match"]["value"] == 1.0, scores["exact_match"]
+        assert scores["tool_calls"]["value"] == 1.0, scores["tool_calls"]
+        agent_steps = sum(1 for step in steps if step["source"] == "agent")
+        assert scores["steps"]["raw"] == agent_steps, scores["steps"]
 
 
 def test_no_spans_within_the_trajectory_wait(engine, dev, cli):
