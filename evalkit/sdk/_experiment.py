@@ -52,6 +52,8 @@ NO_TRAJECTORY = (
     "process (evalkit.sdk.tracing.register)"
 )
 POLL_SECONDS = (0.1, 0.2, 0.5, 1.0)
+WINDOW = 3
+"""Runs in flight (claimed, running or being reported) per task slot."""
 
 
 def run_experiment(**options: Any) -> Any:
@@ -307,9 +309,10 @@ class _Runner:
         work = await self.link.work(experiment.id)
         bar = Progress(len(work.runs), f"experiment {experiment.id}", enabled=self.show_progress)
         slots = asyncio.Semaphore(self.concurrency)
+        window = asyncio.Semaphore(self.concurrency * WINDOW)
 
         async def one(run: RunWork) -> None:
-            failed = await self._drive(run, slots)
+            failed = await self._drive(run, slots, window)
             bar.advance(failed=failed)
 
         try:
@@ -333,35 +336,53 @@ class _Runner:
 
     # ----------------------------------------------------------------------- one run
 
-    async def _drive(self, run: RunWork, slots: asyncio.Semaphore) -> bool:
-        """Take ``run`` as far as this process takes it; True when the task failed."""
+    async def _drive(
+        self, run: RunWork, slots: asyncio.Semaphore, window: asyncio.Semaphore
+    ) -> bool:
+        """Take ``run`` as far as this process takes it; True when the task failed.
+
+        A run is claimed (queued -> starting) ahead of a free task slot, within a window of
+        a few slots' worth, so a claim's round trip never holds a slot; once a slot is free
+        the task is called at once and the step to running travels while it runs. Only
+        the claim decides who runs the task: a run this process moved to starting is its
+        own."""
         if run.state == "collecting":
             await self._resume_collecting(run)
             return False
         if run.state not in ("queued", "starting", "running"):
             return False  # scoring: the server has it
-        async with slots:
-            moved = await self._claim(run)
-            if moved is None:
+        async with window:
+            claimed = await self._claim(run)
+            if claimed is None:
                 return False  # another process moved it on
-            result, error, session_id = await self._call(moved)
-        return await self._report(moved, result, error, session_id)
+            async with slots:
+                if claimed.state == "starting":
+                    begun = _transition(claimed, "running", started_at=_now())
+                    moving = asyncio.ensure_future(self.batcher.send(run.run_id, [begun]))
+                    claimed = msgspec.structs.replace(claimed, state="running", attempts=0)
+                else:
+                    moving = None
+                result, error, session_id = await self._call(claimed)
+            if moving is not None and not all(await moving):
+                return False
+            return await self._report(claimed, result, error, session_id)
 
     async def _claim(self, run: RunWork) -> RunWork | None:
-        """queued -> starting -> running (a run found running was left by a process that
-        stopped: counting an attempt claims it, so two resumes never both call the task)."""
-        steps: list[Transition] = []
-        if run.state == "queued":
-            steps.append(_transition(run, "starting"))
-            run = msgspec.structs.replace(run, state="starting", attempts=0)
+        """queued -> starting; a run found starting is taken as it is; one found running
+        was left by a process that stopped: counting an attempt claims it, so two resumes
+        never both call the task."""
         if run.state == "starting":
-            steps.append(_transition(run, "running", started_at=_now()))
-            claimed = msgspec.structs.replace(run, state="running", attempts=0)
-        else:
-            steps.append(_transition(run, "running", attempts=run.attempts + 1))
-            claimed = msgspec.structs.replace(run, state="running", attempts=run.attempts + 1)
-        applied = await self.batcher.send(run.run_id, steps)
-        return claimed if all(applied) else None
+            return run
+        if run.state == "queued":
+            applied = await self.batcher.send(run.run_id, [_transition(run, "starting")])
+            return (
+                msgspec.structs.replace(run, state="starting", attempts=0) if all(applied) else None
+            )
+        again = _transition(run, "running", attempts=run.attempts + 1)
+        applied = await self.batcher.send(run.run_id, [again])
+        if not all(applied):
+            return None
+        return msgspec.structs.replace(run, state="running", attempts=run.attempts + 1)
 
     async def _call(self, run: RunWork) -> tuple[RunResult | None, BaseException | None, str]:
         session_id = str(uuid.uuid4())
