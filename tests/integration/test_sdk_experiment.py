@@ -256,3 +256,34 @@ def test_resume_goes_on_with_the_unfinished_runs(dev):
     again.clear()
     result = run_experiment(resume=experiment["id"], task=answers, progress=False)
     assert again == [] and result.by_state == {"done": 3}
+
+
+def test_files_are_downloaded_before_the_call(dev):
+    (dev.repo.root / "fixtures").mkdir()
+    (dev.repo.root / "fixtures" / "report.csv").write_bytes(b"quarter,revenue\nq3,120\n")
+    (dev.repo.root / "evalkit.yaml").write_text(
+        "cases_dir: cases\nfixtures:\n  report:\n    path: fixtures/report.csv\n"
+        "    context: Quarterly revenue in kEUR\n"
+    )
+    dev.repo.case(
+        "finance",
+        "q3",
+        "input:\n  question: Q3 revenue?\n  files: [report]\nexpected:\n  answer: '120'\n",
+    )
+    dev.agent()
+    seen = []
+
+    def task(input, files):
+        assert "files" not in input
+        seen.extend(files)
+        [report] = files
+        return report.path.read_text().splitlines()[1].split(",")[1]
+
+    result = run_experiment(
+        dataset="finance", agent="mine", task=task, repetitions=2, progress=False
+    )
+    assert result.by_state == {"done": 2}
+    first, second = seen
+    assert first.name == "report" and first.context == "Quarterly revenue in kEUR"
+    assert first.path == second.path and first.path.read_bytes().startswith(b"quarter")
+    assert str(first.path).startswith(str(dev.repo.root.parent / "cache"))
