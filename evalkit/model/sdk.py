@@ -27,6 +27,12 @@ class PythonScore(Input, kw_only=True):
     error: str | None = None
     skipped: str | None = None
     raw: Any = None
+    identity: Literal["python", "judge"] = "python"
+    """``judge``: the LLM judge, called from the SDK's process (stored as ``judge``, so the
+    server does not grade the run again)."""
+    judge_model: str | None = None
+    prompt_hash: str | None = None
+    evaluator_version: str | None = None
 
 
 class PythonScores(Input, kw_only=True):

@@ -138,7 +138,7 @@ async def arun_experiment(
                 split=split,
                 model=model,
             )
-        runner = _Runner(link, binding, python_evaluators, concurrency, model, progress)
+        runner = _Runner(link, binding, python_evaluators, concurrency, model, progress, judge)
         if resume is not None:
             experiment = await link.post_json(
                 f"/api/experiments/{resume}/resume", type=wire.Experiment
@@ -226,6 +226,10 @@ def _sync(directory: Path, workspace: str, link: SdkLink) -> None:
                 os.environ[key] = value
 
 
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -278,8 +282,11 @@ class _Runner:
         concurrency: int,
         model: str | None,
         progress: bool,
+        judge: Judge | None = None,
     ) -> None:
         self.link = link
+        self.judge_spec = judge
+        self.judge: Any = None
         self.binding = binding
         self.evaluators = evaluators
         self.concurrency = concurrency
@@ -302,7 +309,18 @@ class _Runner:
                 "`model` to the task's parameters and pass it on"
             )
         self._check_tracing(experiment.agent)
-        if self.evaluators:
+        import httpx
+
+        from evalkit.sdk._judge import load_judge
+
+        async with httpx.AsyncClient(timeout=300.0) as http:
+            self.judge = await load_judge(self.link, self.judge_spec, http)
+            return await self._run(experiment, timeout)
+
+    async def _run(self, experiment: wire.Experiment, timeout: float | None) -> ExperimentResult:
+        if self.judge is not None:
+            say(f"judge: {self.judge.describe}, called from this process")
+        if self.evaluators or self.judge is not None:
             answer = await self.link.get(f"/api/experiments/{experiment.id}/cases", ExperimentCases)
             self.cases = {c.case_id: c.content for c in answer.cases}
         self.batcher = StepBatcher(self.link, experiment.id)
@@ -463,11 +481,24 @@ class _Runner:
             to_state="scoring",
             trajectory=record,
         )
-        scores = []
+        scores: list[PythonScore] = []
+        model = (result.model if result else None) or self.model
+        valid = valid_trajectory(trajectory)
         if self._needs_scoring(run.case_id):
-            model = (result.model if result else None) or self.model
-            scores = await self._scores(
-                run.run_id, run, answer, output, valid_trajectory(trajectory), model
+            scores = await self._scores(run.run_id, run, answer, output, valid, model)
+        if self._needs_judge(run.case_id):
+            # Stored with the step to scoring, in one transaction: the server's scoring
+            # finds the judge's score there and does not grade the run again.
+            scores += await self.judge.grade(
+                run_id=run.run_id,
+                experiment_id=run.experiment_id,
+                case_id=run.case_id,
+                repetition=run.repetition,
+                content=self.cases[run.case_id],
+                answer=answer if answer is not None or output is None else _canonical(output),
+                output=output,
+                trajectory=valid,
+                model=model,
             )
         await self.batcher.send(run.run_id, [collecting, scoring], scores)
         self.scored.add(run.run_id)
@@ -493,7 +524,14 @@ class _Runner:
 
     def _needs_scoring(self, case_id: str) -> bool:
         content = self.cases.get(case_id)
-        return bool(self.evaluators and content and selected(self.evaluators, content))
+        if not content:
+            return False
+        return bool(self.evaluators and selected(self.evaluators, content))
+
+    def _needs_judge(self, case_id: str) -> bool:
+        content = self.cases.get(case_id)
+        block = (content or {}).get("evaluators")
+        return self.judge is not None and isinstance(block, dict) and block.get("judge") is not None
 
     async def _scores(
         self,

@@ -48,10 +48,17 @@ async def insert_python_scores(
         explanations=[s.explanation for s in scores],
         errors=[s.error for s in scores],
         skipped=[s.skipped for s in scores],
-        evaluators=[wire.PYTHON_PREFIX + s.evaluator for s in scores],
+        evaluators=[_identity(s) for s in scores],
+        versions=[s.evaluator_version for s in scores],
+        judge_models=[s.judge_model for s in scores],
+        prompt_hashes=[s.prompt_hash for s in scores],
         raws=[None if s.raw is None else _json.encode(s.raw).decode() for s in scores],
     )
     return [row["name"] for row in rows]
+
+
+def _identity(score: wire.PythonScore) -> str:
+    return "judge" if score.identity == "judge" else wire.PYTHON_PREFIX + score.evaluator
 
 
 async def carry_forward(

@@ -164,6 +164,10 @@ def _clipped(score: wire.PythonScore) -> wire.PythonScore:
         error=_clip(score.error),
         skipped=_clip(score.skipped),
         raw=score.raw,
+        identity=score.identity,
+        judge_model=score.judge_model,
+        prompt_hash=score.prompt_hash,
+        evaluator_version=score.evaluator_version,
     )
 
 
