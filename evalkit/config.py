@@ -79,6 +79,9 @@ class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Wait before the second attempt; it doubles each time, up to 60 seconds."""
     stalled_seconds: float = 60.0
     """A worker silent this long is presumed dead and its jobs are queued again."""
+    job_poll_seconds: float = 0.5
+    """How often an idle worker looks for jobs that became due (a run's next poll, a
+    retry's backoff); new jobs wake it at once."""
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -130,6 +130,7 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
                 install_signal_handlers=False,
                 name=f"evalkit-{socket.gethostname()}-{os.getpid()}",
                 update_heartbeat_interval=heartbeat,
+                fetch_job_polling_interval=settings.worker.job_poll_seconds,
                 stalled_worker_timeout=settings.worker.stalled_seconds,
             )
         )
