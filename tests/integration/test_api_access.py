@@ -209,7 +209,7 @@ def user_token(server, admin_token):
     httpx.post(
         f"{server.url}/api/workspaces/dev/agents/bot/mappings",
         headers=auth,
-        json={"mapping": load_starter("openinference")},
+        json={"mapping": load_starter("openinference"), "activate": True},
     ).raise_for_status()
     # Session s1 of bot@dev: one span, sent by the admin naming the agent.
     span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "agent", "startTimeUnixNano": "1"}
