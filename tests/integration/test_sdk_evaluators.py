@@ -184,3 +184,32 @@ def test_evaluators_must_be_decorated(dev, bad):
 
     with pytest.raises(SdkError, match="@evaluator"):
         run_experiment(dataset="finance", agent="mine", task=lambda q: "5", evaluators=[bad])
+
+
+def test_the_sdk_routes_are_the_creators(dev):
+    dev.suite(cases={"add": ("What is 2 + 3?", "5")})
+    dev.agent()
+    result = run_experiment(dataset="finance", agent="mine", task=lambda q: "5", progress=False)
+    run_id = result.runs[0]["id"]
+    admin = {"Authorization": f"Bearer {dev.admin}"}
+    for path, body in [
+        (f"/api/experiments/{result.id}/sdk-steps", {"steps": []}),
+        (f"/api/experiments/{result.id}/sdk-rounds", {"evaluators": ["x"]}),
+        (f"/api/runs/{run_id}/trajectory/refetch", {}),
+    ]:
+        r = httpx.post(dev.server.url + path, json=body, headers=admin)
+        assert r.status_code == 403, (path, r.text)
+        assert r.json()["error"]["code"] == "personal-agent-owner-only"
+    # The creator: a run that kept its own trajectory has no session to read again.
+    r = dev.api("POST", f"/api/runs/{run_id}/trajectory/refetch")
+    assert r.status_code == 409 and r.json()["error"]["code"] == "no-session"
+    step = {"run_id": 999, "from_state": "queued", "to_state": "starting"}
+    r = dev.api("POST", f"/api/experiments/{result.id}/sdk-steps", json={"steps": [step]})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "no-such-run"
+    step = {"run_id": run_id, "from_state": "queued", "to_state": "done"}
+    r = dev.api("POST", f"/api/experiments/{result.id}/sdk-steps", json={"steps": [step]})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "transition-not-allowed"
+    # A replayed step is not applied twice.
+    step = {"run_id": run_id, "from_state": "queued", "to_state": "starting"}
+    r = dev.api("POST", f"/api/experiments/{result.id}/sdk-steps", json={"steps": [step]})
+    assert r.json()["applied"] == [False] and r.json()["states"] == {str(run_id): "done"}
