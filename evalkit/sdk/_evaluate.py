@@ -11,6 +11,7 @@ score those runs afresh in the new round.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -113,6 +114,9 @@ async def aevaluate_experiment(
         )
     finally:
         await link.aclose()
+
+
+evaluate_experiment.__signature__ = inspect.signature(aevaluate_experiment)  # type: ignore[attr-defined]
 
 
 async def _refetch(link: SdkLink, runs: list[wire.RunRow]) -> list[int]:

@@ -17,6 +17,7 @@ the server's.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 import uuid
@@ -170,6 +171,9 @@ async def arun_experiment(
         return await runner.run(experiment, timeout)
     finally:
         await link.aclose()
+
+
+run_experiment.__signature__ = inspect.signature(arun_experiment)  # type: ignore[attr-defined]
 
 
 async def _dataset_ref(link: SdkLink, dataset: str, workspace: str | None) -> str:
