@@ -37,12 +37,11 @@ JOB_RETRY = RetryStrategy(max_attempts=10, exponential_wait=1)
 @app.task(name="dispatch_agent", retry=JOB_RETRY, pass_context=True)
 async def dispatch_agent(context: JobContext, agent_id: int) -> int:
     """Start as many queued runs of the agent as it has free slots."""
-    from evalkit.jobs.runtime import database
-
-    async with database().connection() as conn:
+    async with runtime.database().transaction() as conn:
+        # Claimed and queued in one transaction: a crash leaves neither or both.
         claimed = await store.claim_runs(conn, agent_id, limit=1000)
         for run_id in claimed:
-            await defer_advance(None, run_id)
+            await defer_advance(conn, run_id)
     return len(claimed)
 
 
@@ -57,9 +56,10 @@ async def sweep_runs(context: JobContext, timestamp: int) -> int:
     moved = 0
     async with runtime.database().connection() as conn:
         for agent_id in await store.agents_with_queued_runs(conn):
-            for run_id in await store.claim_runs(conn, agent_id, limit=1000):
-                await defer_advance(None, run_id)
-                moved += 1
+            async with conn.transaction():
+                for run_id in await store.claim_runs(conn, agent_id, limit=1000):
+                    await defer_advance(conn, run_id)
+                    moved += 1
         for experiment_id in await store.open_experiments_without_live_runs(conn):
             log.warning("experiment %s had no live run but was still open", experiment_id)
             await store.finish_experiment_if_done(conn, experiment_id)
