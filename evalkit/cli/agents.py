@@ -96,6 +96,21 @@ def _ref(client: Client, text: str, workspace: str | None) -> Ref:
     return Ref(ref.name, ref.workspace or workspace or client.personal_workspace())
 
 
+def key_from_env(agent: wire.Agent) -> str | None:
+    """The harness key of an agent this machine drives: read again from the variable it
+    was created with (the server never returns it). None when it has no key."""
+    if not agent.api_key_env:
+        return None
+    value = os.environ.get(agent.api_key_env)
+    if not value:
+        raise CliError(
+            f"agent {agent.name}@{agent.workspace} reads its harness key from "
+            f"${agent.api_key_env}, which is not set here; export {agent.api_key_env}=... "
+            "and run the command again"
+        )
+    return value
+
+
 def _read_key(var: str) -> str:
     value = os.environ.get(var)
     if not value:

@@ -13,6 +13,7 @@ import httpx
 import msgspec
 from cyclopts import App, Parameter
 
+from evalkit.cli.agents import key_from_env
 from evalkit.cli.app import JsonFlag, app
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, note, say, table
@@ -165,14 +166,7 @@ def _check_personal(
             f"{ref} is a personal agent of @{ws.name}'s owner; "
             f"{RULES['personal-agent-owner-only']} [personal-agent-owner-only]"
         )
-    api_key = None
-    if agent.api_key_env:
-        api_key = os.environ.get(agent.api_key_env)
-        if not api_key:
-            raise CliError(
-                f"{ref} takes its key from {agent.api_key_env}, which is not set here: "
-                f"export {agent.api_key_env}=... and run the check again"
-            )
+    api_key = key_from_env(agent)
     file_url = _signed_check_file_url(client, ws.name)
     harness_url = agent.harness_url or ""
 

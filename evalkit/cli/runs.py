@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Annotated
 import httpx
 from cyclopts import App, Parameter
 
+from evalkit.cli.agents import key_from_env
 from evalkit.cli.app import JsonFlag, app
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, note, say, table
@@ -184,16 +184,8 @@ async def _read_capabilities(agent: Agent) -> Capabilities:
 
 
 def _harness(agent: Agent, http: httpx.AsyncClient) -> HarnessClient:
-    key = None
-    if agent.api_key_env:
-        key = os.environ.get(agent.api_key_env)
-        if not key:
-            raise CliError(
-                f"agent {agent.name}@{agent.workspace} reads its harness key from "
-                f"${agent.api_key_env}, which is not set here; export it and run again"
-            )
     assert agent.harness_url is not None
-    return HarnessClient(agent.harness_url, key, http)
+    return HarnessClient(agent.harness_url, key_from_env(agent), http)
 
 
 def _drive_here(client: Client, experiment: wire.Experiment, agent_ref: str) -> None:
