@@ -299,7 +299,7 @@ def experiments_list(
                 e.dataset,
                 e.agent,
                 e.status,
-                f"{e.by_state.get('finished', 0)}/{e.runs}",
+                f"{_finished(e)}/{e.runs}",
                 e.created_by,
                 e.created_at,
             )

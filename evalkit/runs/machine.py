@@ -26,7 +26,14 @@ import msgspec
 
 from evalkit.errors import EvalkitError
 from evalkit.harness.client import HarnessClient, HarnessError
-from evalkit.model.harness import FINAL_STATUSES, Capabilities, RunMetadata, RunStart, RunStatus
+from evalkit.model.harness import (
+    FINAL_STATUSES,
+    Capabilities,
+    InputFile,
+    RunMetadata,
+    RunStart,
+    RunStatus,
+)
 from evalkit.model.runs import RunWork, TrajectoryRecord, Transition
 
 TERMINAL = frozenset({"done", "failed", "errored"})
@@ -317,7 +324,9 @@ async def _run_start(work: RunWork, env: Env) -> RunStart:
     )
 
 
-async def _file_for(pin, env: Env):  # type: ignore[no-untyped-def]
+async def _file_for(pin: InputFile, env: Env) -> InputFile:
+    """The file as this harness takes it: by signed URL when it accepts URLs and the server
+    signed one, else inline."""
     accepts = env.capabilities.accepts
     if accepts.file_urls and pin.url:
         return msgspec.structs.replace(pin, content_base64=None)

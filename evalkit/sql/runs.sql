@@ -69,10 +69,11 @@ WHERE e.id = %(experiment_id)s;
 -- Newest first; one workspace when workspace_id is set, else all.
 SELECT e.id, w.name AS workspace, d.name AS dataset, dw.name AS dataset_workspace,
        a.name AS agent, aw.name AS agent_workspace, e.driver, e.status, e.repetitions,
-       e.model, e.created_at, u.username AS created_by_name, e.finished_at, e.summary,
-       (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id) AS runs,
-       (SELECT count(*) FROM runs r
-        WHERE r.experiment_id = e.id AND r.state IN ('done', 'failed', 'errored')) AS finished_runs
+       e.model, e.split, e.case_ids, e.created_at, u.username AS created_by_name,
+       e.finished_at, e.summary,
+       (SELECT COALESCE(jsonb_object_agg(c.state, c.n), '{}')
+        FROM (SELECT state, count(*) AS n FROM runs r
+              WHERE r.experiment_id = e.id GROUP BY state) c) AS by_state
 FROM experiments e
 JOIN workspaces w ON w.id = e.workspace_id
 JOIN datasets d ON d.id = e.dataset_id

@@ -180,13 +180,13 @@ async def list_experiments(
             status=r["status"],
             repetitions=r["repetitions"],
             model=r["model"],
-            split=None,
-            case_ids=None,
+            split=r["split"],
+            case_ids=r["case_ids"],
             created_at=r["created_at"],
             created_by=r["created_by_name"],
             finished_at=r["finished_at"],
-            runs=r["runs"],
-            by_state={"finished": r["finished_runs"]},
+            runs=sum(r["by_state"].values()),
+            by_state=r["by_state"],
             summary=r["summary"],
         )
         for r in rows
