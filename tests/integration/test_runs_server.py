@@ -61,7 +61,8 @@ def test_run_end_to_end(engine, dev, cli):
         assert all(n == 1 for n in ref.counters.starts.values())
         one = cli("runs", "show", str(runs["mul"]["id"]), "--json").json
         assert one["answer"] == "42" and one["harness_status"] == "succeeded"
-        assert one["trajectory_summary"]["tool_calls"] >= 1 or one["trajectory_summary"]
+        summary = one["trajectory_summary"]
+        assert summary["tool_calls"] == 1 and summary["tool_names"] == ["calculator"], summary
         shown = cli("experiments", "show", str(detail["id"]))
         assert shown.code == 0 and "mul" in shown.out and "valid" in shown.out
         listed = cli("experiments", "list", "--json").json

@@ -205,7 +205,9 @@ async def runs_show(call: Call) -> wire.Run:
 def _id(call: Call, what: str) -> int:
     text = call.param(what)
     if not text.isdigit():
-        raise BadRequest(f"{what} ids are whole numbers, got {text!r}")
+        raise BadRequest(
+            f"{what} ids are whole numbers, got {text!r}; see `evalkit experiments list`"
+        )
     return int(text)
 
 
@@ -275,7 +277,10 @@ async def runs_transition(call: Call) -> wire.TransitionResult:
         _require_cli_driver(call, row)
         body: wire.Transition = await call.payload()
         if body.run_id != run_id:
-            raise BadRequest(f"the transition names run {body.run_id}, the URL run {run_id}")
+            raise BadRequest(
+                f"the transition names run {body.run_id} but was posted to run {run_id}; "
+                f"post it to /api/runs/{body.run_id}/transition"
+            )
         if not machine.is_allowed(body.from_state, body.to_state):
             raise BadRequest(
                 f"a run cannot go from {body.from_state} to {body.to_state}",
