@@ -212,7 +212,8 @@ def _check_url(url: str) -> None:
         )
 
 
-def _check_api_key(key: str) -> None:
+def check_api_key(key: str) -> None:
+    """A key sent to be stored encrypted (agents, LLM providers, remote evaluators)."""
     if not key.strip():
         raise BadRequest("api_key is empty; send the key, or leave it out", code="bad-api-key")
     if len(key) > MAX_API_KEY_LENGTH:
@@ -222,7 +223,7 @@ def _check_api_key(key: str) -> None:
         )
 
 
-def _check_env_name(name: str) -> None:
+def check_env_name(name: str) -> None:
     if not ENV_NAME_RE.match(name):
         raise BadRequest(
             f"api_key_env {name!r} is not an environment variable name (letters, digits and "
@@ -293,7 +294,7 @@ def _check_settings(s: _Settings, *, has_key: bool, has_mapping: bool) -> None:
     else:
         _check_url(s.harness_url)
     if s.api_key_env is not None:
-        _check_env_name(s.api_key_env)
+        check_env_name(s.api_key_env)
     if s.trajectory_source == "otel" and not has_mapping:
         raise BadRequest(
             "trajectory_source otel needs a span mapping: pass --mapping FILE (a JSON object "
@@ -327,7 +328,7 @@ async def create_agent(
         provides=body.provides,
     )
     if body.api_key is not None:
-        _check_api_key(body.api_key)
+        check_api_key(body.api_key)
     if body.mapping is not None:
         check_mapping(body.mapping)
     elif body.harness_url is None and body.trajectory_source is None:
@@ -389,7 +390,7 @@ async def edit_agent(
     url_changed = settings.harness_url != current.harness_url
     new_key = edit.api_key if isinstance(edit.api_key, str) else None
     if new_key is not None:
-        _check_api_key(new_key)
+        check_api_key(new_key)
     drop_key = edit.api_key is None or (url_changed and new_key is None)
     if drop_key and url_changed and edit.api_key_env is UNSET:
         settings.api_key_env = None

@@ -17,7 +17,8 @@ from evalkit.cases.model import BUILTIN_EVALUATORS, CUSTOM_NAME_RE
 from evalkit.db import Conn
 from evalkit.errors import BadRequest, Conflict, NotFound
 from evalkit.model import evaluators as wire
-from evalkit.store.judges import check_api_key, check_base_url, check_env_name
+from evalkit.store.agents import check_api_key, check_env_name
+from evalkit.store.judges import check_base_url
 from evalkit.store.workspaces import WorkspaceRow
 
 NAME_RULE = (

@@ -21,7 +21,7 @@ from evalkit.db import Conn
 from evalkit.errors import BadRequest, Conflict, NotFound
 from evalkit.model import judges as wire
 from evalkit.model.names import check_name
-from evalkit.store.agents import ENV_NAME_RE, MAX_API_KEY_LENGTH, MAX_URL_LENGTH
+from evalkit.store.agents import MAX_URL_LENGTH, check_api_key, check_env_name
 
 JUDGE_DEFAULT_KEY = "judge_default"
 MAX_MODEL_LENGTH = 200
@@ -71,25 +71,6 @@ def check_base_url(
             f"{what} has credentials in it (user:password@); everyone logged in sees the URL, "
             "so give the key with --api-key-env (the API's api_key) instead",
             code="bad-url",
-        )
-
-
-def check_api_key(key: str) -> None:
-    if not key.strip():
-        raise BadRequest("api_key is empty; send the key, or leave it out", code="bad-api-key")
-    if len(key) > MAX_API_KEY_LENGTH:
-        raise BadRequest(
-            f"api_key is {len(key)} characters; the most is {MAX_API_KEY_LENGTH}",
-            code="bad-api-key",
-        )
-
-
-def check_env_name(name: str) -> None:
-    if not ENV_NAME_RE.match(name):
-        raise BadRequest(
-            f"api_key_env {name!r} is not an environment variable name (letters, digits and "
-            "'_', not starting with a digit)",
-            code="bad-api-key-env",
         )
 
 

@@ -1,0 +1,123 @@
+"""A whole evalkit on one machine for the engine benchmarks: an embedded PostgreSQL, the
+edge on loopback (in the caller's process), the reference harness answering at once and
+one worker (each in its own process), an admin API client and a shared workspace `bench`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import psycopg
+
+from evalkit import serve
+from evalkit.auth.secrets import generate_key
+from evalkit.config import Settings
+from evalkit.embedded import EmbeddedPostgres
+from evalkit.sql import migrate
+
+PASSWORD = "bench-password-1"
+EVALKIT = [sys.executable, "-c", "from evalkit.cli import main; main()"]
+
+
+@dataclass
+class Stack:
+    api: httpx.Client
+    """Logged in as admin, on the edge."""
+    harness_url: str
+    admin_url: str
+    """The PostgreSQL cluster's admin URL (for its counters)."""
+
+    def transactions(self) -> int:
+        """PostgreSQL's committed and rolled back transactions of the bench database: every
+        statement outside an explicit transaction counts once, so differences are a close
+        count of round trips."""
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = conn.execute(
+                "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = 'bench'"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+
+def wait_http(url: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(url, timeout=1).raise_for_status()
+            return
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{url} did not come up") from None
+            time.sleep(0.1)
+
+
+@contextmanager
+def local_stack(worker_concurrency: int) -> Iterator[Stack]:
+    work = Path(tempfile.mkdtemp(prefix="evalkit-bench-"))
+    cluster = EmbeddedPostgres(work / "pg", cleanup="delete")
+    cluster.start()
+    children: list[subprocess.Popen[bytes]] = []
+    server = None
+    try:
+        with psycopg.connect(cluster.admin_url, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE bench")
+        db_url = urlunsplit(urlsplit(cluster.admin_url)._replace(path="/bench"))
+        migrate.upgrade(db_url)
+        key = generate_key()
+        settings = Settings(data_dir=str(work / "data"), encryption_key=key)
+        settings.server.port = serve.free_port()
+        settings.egress.allow_private = True
+        server = serve.ThreadedServer(settings, db_url, env={"EVALKIT_ADMIN_PASSWORD": PASSWORD})
+
+        harness_port = serve.free_port()
+        children.append(
+            subprocess.Popen(
+                [*EVALKIT, "harness", "example", "--port", str(harness_port)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        harness_url = f"http://127.0.0.1:{harness_port}"
+        wait_http(harness_url + "/capabilities")
+        worker_env = dict(
+            os.environ,
+            EVALKIT_DATABASE_URL=db_url,
+            EVALKIT_ENCRYPTION_KEY=key,
+            EVALKIT_DATA_DIR=str(work / "data"),
+            EVALKIT_EGRESS_ALLOW_PRIVATE="true",
+            EVALKIT_WORKER_CONCURRENCY=str(worker_concurrency),
+        )
+        children.append(
+            subprocess.Popen([*EVALKIT, "worker"], env=worker_env, stderr=subprocess.DEVNULL)
+        )
+        token = httpx.post(
+            f"{server.url}/api/auth/login", json={"username": "admin", "password": PASSWORD}
+        ).json()["token"]
+        with httpx.Client(
+            base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+        ) as api:
+            api.post("/api/workspaces", json={"name": "bench"}).raise_for_status()
+            yield Stack(api=api, harness_url=harness_url, admin_url=cluster.admin_url)
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        if server is not None:
+            server.stop()
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
