@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import msgspec
 
 from evalkit.auth import access
+from evalkit.auth.access import Actor
+from evalkit.auth.secrets import SecretBox
+from evalkit.config import Settings
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadGateway, BadRequest, Conflict, EvalkitError
 from evalkit.harness.client import HarnessClient
@@ -43,53 +47,91 @@ async def experiments_create(call: Call) -> wire.Experiment:
     access.require_user(call.actor)
     body: wire.ExperimentCreate = await call.payload()
     async with call.db.connection() as conn:
-        dataset_ws, dataset_name = await _dataset_of(conn, call, body.dataset)
-        agent = await _agent_of(conn, call, body.agent)
-        driver = _driver_for(call, agent, body)
-        home = access.experiment_workspace(
-            dataset_ws.facts, agent.workspace_facts, call.actor.username or ""
+        experiment_id = await start_experiment(
+            conn, call.actor, body, settings=call.settings, http=_edge_http(call)
         )
-        home_ws = await get_workspace(conn, call.actor, home)
-        access.require_write(call.actor, home_ws.facts, "run experiments in it")
-        capabilities = await _capabilities(call, agent, driver, body)
-        dataset_id = await datasets.dataset_id(conn, dataset_ws, dataset_name)
-        pins = await store.pin_cases(
-            conn,
-            workspace_id=dataset_ws.id,
-            dataset_id=dataset_id,
-            dataset=f"{dataset_name}@{dataset_ws.facts.name}",
-            case_ids=body.case_ids,
-            split=body.split,
-        )
-        async with conn.transaction():
-            experiment_id = await store.insert_experiment(
-                conn,
-                workspace_id=home_ws.id,
-                dataset_id=dataset_id,
-                agent_id=agent.id,
-                driver=driver,
-                body=body,
-                capabilities=capabilities,
-                created_by=call.actor.user_id,
-                pins=pins,
-            )
-            if driver == "server":
-                await _dispatch(conn, agent.id)
         return await store.get_experiment(conn, experiment_id)
 
 
-async def _dataset_of(conn: Any, call: Call, text: str) -> tuple[WorkspaceRow, str]:
-    ref = parse_ref(text, "dataset").resolve(call.actor.username or "")
-    return await get_workspace(conn, call.actor, ref.workspace or ""), ref.name
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What starting an experiment resolved before it calls anything outside the database."""
+
+    dataset_ws: WorkspaceRow
+    dataset_name: str
+    dataset_id: int
+    agent: AgentRow
+    driver: str
+    home_ws: WorkspaceRow
+    pins: list[store.CasePin]
 
 
-async def _agent_of(conn: Any, call: Call, text: str) -> AgentRow:
-    ref = parse_ref(text, "agent").resolve(call.actor.username or "")
-    ws = await get_workspace(conn, call.actor, ref.workspace or "")
+async def plan_experiment(
+    conn: Any, actor: Actor, body: wire.ExperimentCreate, action: str = "run experiments in it"
+) -> Plan:
+    """Every refusal of POST /api/experiments that needs only the database: dataset, agent,
+    who drives, where the experiment lives and the right to write there, the cases."""
+    dataset_ws, dataset_name = await _dataset_of(conn, actor, body.dataset)
+    agent = await _agent_of(conn, actor, body.agent)
+    driver = _driver_for(actor, agent, body)
+    home = access.experiment_workspace(
+        dataset_ws.facts, agent.workspace_facts, actor.username or ""
+    )
+    home_ws = await get_workspace(conn, actor, home)
+    access.require_write(actor, home_ws.facts, action)
+    dataset_id = await datasets.dataset_id(conn, dataset_ws, dataset_name)
+    pins = await store.pin_cases(
+        conn,
+        workspace_id=dataset_ws.id,
+        dataset_id=dataset_id,
+        dataset=f"{dataset_name}@{dataset_ws.facts.name}",
+        case_ids=body.case_ids,
+        split=body.split,
+    )
+    return Plan(dataset_ws, dataset_name, dataset_id, agent, driver, home_ws, pins)
+
+
+async def start_experiment(
+    conn: Any,
+    actor: Actor,
+    body: wire.ExperimentCreate,
+    *,
+    settings: Settings,
+    http: httpx.AsyncClient,
+) -> int:
+    """Start an experiment as ``actor``: the API's POST /api/experiments, and a schedule
+    firing in a worker (as its creator). Returns the new experiment's id."""
+    plan = await plan_experiment(conn, actor, body)
+    capabilities = await _capabilities(conn, plan.agent, plan.driver, body, settings, http)
+    async with conn.transaction():
+        experiment_id = await store.insert_experiment(
+            conn,
+            workspace_id=plan.home_ws.id,
+            dataset_id=plan.dataset_id,
+            agent_id=plan.agent.id,
+            driver=plan.driver,
+            body=body,
+            capabilities=capabilities,
+            created_by=actor.user_id,
+            pins=plan.pins,
+        )
+        if plan.driver == "server":
+            await _dispatch(conn, plan.agent.id)
+    return experiment_id
+
+
+async def _dataset_of(conn: Any, actor: Actor, text: str) -> tuple[WorkspaceRow, str]:
+    ref = parse_ref(text, "dataset").resolve(actor.username or "")
+    return await get_workspace(conn, actor, ref.workspace or ""), ref.name
+
+
+async def _agent_of(conn: Any, actor: Actor, text: str) -> AgentRow:
+    ref = parse_ref(text, "agent").resolve(actor.username or "")
+    ws = await get_workspace(conn, actor, ref.workspace or "")
     return await agents.get_agent(conn, ws.id, ref.name)
 
 
-def _driver_for(call: Call, agent: AgentRow, body: wire.ExperimentCreate) -> str:
+def _driver_for(actor: Actor, agent: AgentRow, body: wire.ExperimentCreate) -> str:
     """Who moves the runs: the server for a shared harness agent, the owner's CLI for a
     personal one, the caller's own code (the SDK) for a code-driven agent."""
     if agent.harness_url is None:
@@ -100,7 +142,7 @@ def _driver_for(call: Call, agent: AgentRow, body: wire.ExperimentCreate) -> str
                 f"edit {agent.ref} --harness-url URL` to run it with `evalkit run`",
                 code="code-driven-agent",
             )
-        access.require_run_agent(call.actor, agent.workspace_facts, driven_by_server=False)
+        access.require_run_agent(actor, agent.workspace_facts, driven_by_server=False)
         return "sdk"
     if body.sdk:
         raise BadRequest(
@@ -109,12 +151,17 @@ def _driver_for(call: Call, agent: AgentRow, body: wire.ExperimentCreate) -> str
             code="harness-agent",
         )
     personal = agent.workspace_kind == "personal"
-    access.require_run_agent(call.actor, agent.workspace_facts, driven_by_server=not personal)
+    access.require_run_agent(actor, agent.workspace_facts, driven_by_server=not personal)
     return "cli" if personal else "server"
 
 
 async def _capabilities(
-    call: Call, agent: AgentRow, driver: str, body: wire.ExperimentCreate
+    conn: Any,
+    agent: AgentRow,
+    driver: str,
+    body: wire.ExperimentCreate,
+    settings: Settings,
+    http: httpx.AsyncClient,
 ) -> Capabilities:
     if driver == "sdk":
         return code_driven_capabilities(agent.provides)
@@ -127,9 +174,8 @@ async def _capabilities(
             )
         return body.capabilities
     assert agent.harness_url is not None
-    async with call.db.connection() as conn:
-        key = await agents.agent_api_key(conn, agent.id, _box(call))
-    client = HarnessClient(agent.harness_url, key, _edge_http(call))
+    key = await agents.agent_api_key(conn, agent.id, SecretBox(settings.encryption_key))
+    client = HarnessClient(agent.harness_url, key, http)
     try:
         return await client.capabilities()
     except EvalkitError as exc:
@@ -156,12 +202,6 @@ def code_driven_capabilities(provides: dict[str, bool]) -> Capabilities:
     overridden by what the agent declares (`agents create --provides k=v`)."""
     merged = {**CODE_DRIVEN_PROVIDES, **provides}
     return msgspec.convert({"provides": merged}, Capabilities)
-
-
-def _box(call: Call) -> Any:
-    from evalkit.auth.secrets import SecretBox
-
-    return SecretBox(call.settings.encryption_key)
 
 
 async def _dispatch(conn: Any, agent_id: int) -> None:
