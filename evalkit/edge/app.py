@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from evalkit import web
 from evalkit.config import Settings
 from evalkit.db import Database
 from evalkit.edge.endpoint import error_response
@@ -75,7 +76,7 @@ def create_app(settings: Settings, db: Database, *, manage_pool: bool = True) ->
                 await db.close()
 
     app = Starlette(
-        routes=[endpoint.route() for endpoint in ENDPOINTS],
+        routes=[*(endpoint.route() for endpoint in ENDPOINTS), *web.routes()],
         middleware=[Middleware(SecurityHeaders)],
         exception_handlers={404: _not_found, 405: _method_not_allowed, Exception: _unhandled},
         lifespan=lifespan,

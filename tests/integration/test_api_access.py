@@ -7,9 +7,11 @@ import re
 
 import httpx
 import pytest
+from starlette.routing import Mount
 
 from evalkit.edge.routes import ENDPOINTS
 from evalkit.otel.mapping import load_starter
+from evalkit.web import PAGES
 from tests.conftest import ADMIN_PASSWORD, start_server
 
 
@@ -151,6 +153,8 @@ def app_routes(server) -> list[tuple[str, str]]:
     app = create_app(server.settings, None, manage_pool=False)  # type: ignore[arg-type]
     found = []
     for route in app.routes:
+        if isinstance(route, Mount):  # /static: files, no handler
+            continue
         for method in sorted(route.methods - {"HEAD"}):
             found.append((method, route.path))
     return found
@@ -159,7 +163,8 @@ def app_routes(server) -> list[tuple[str, str]]:
 def test_public_routes_are_exactly_the_declared_ones(server):
     routes = app_routes(server)
     assert {(e.method, e.path) for e in ENDPOINTS if e.public} == PUBLIC
-    assert set(routes) == {(e.method, e.path) for e in ENDPOINTS}
+    pages = {(p.method, p.path) for p in PAGES}  # walked in tests/web/test_pages_http.py
+    assert set(routes) == {(e.method, e.path) for e in ENDPOINTS} | pages
 
 
 @pytest.mark.parametrize(

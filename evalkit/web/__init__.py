@@ -1,0 +1,18 @@
+"""The web UI: server-rendered pages over the same handlers and access rules as the API."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute, Mount
+from starlette.staticfiles import StaticFiles
+
+from evalkit.web.page import HERE, Page
+from evalkit.web.pages import home
+
+PAGES: list[Page] = [
+    *home.PAGES,
+]
+
+
+def routes() -> list[BaseRoute]:
+    static = StaticFiles(directory=HERE / "static")
+    return [*(page.route() for page in PAGES), Mount("/static", static, name="static")]

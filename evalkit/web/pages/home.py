@@ -1,0 +1,89 @@
+"""Login, logout, and the workspaces a user can open."""
+
+from __future__ import annotations
+
+from starlette.responses import RedirectResponse, Response
+
+from evalkit.edge.routes import agents, datasets, experiments, workspaces
+from evalkit.errors import Unauthorized
+from evalkit.store import accounts
+from evalkit.web.page import (
+    SESSION_COOKIE,
+    Page,
+    WebCall,
+    safe_next,
+    set_session,
+    use,
+)
+
+
+async def login_form(call: WebCall) -> Response:
+    if not call.actor.is_anonymous:
+        return RedirectResponse(safe_next(call.request.query_params.get("next")), 303)
+    expired = call.request.query_params.get("expired") == "1"
+    return call.render(
+        "login.html",
+        next=safe_next(call.request.query_params.get("next")),
+        error="Your session ended; log in again." if expired else None,
+        username="",
+    )
+
+
+async def login_submit(call: WebCall) -> Response:
+    # No CSRF value exists before a session; SameSite cookies and the same-origin form
+    # action keep a cross-site login from planting a session.
+    form = await call.request.form()
+    username = str(form.get("username", "")).strip()
+    password = str(form.get("password", ""))
+    target = safe_next(str(form.get("next", "")))
+    try:
+        async with call.db.connection() as conn:
+            session = await accounts.login(
+                conn, username, password, call.settings.auth.token_ttl_hours
+            )
+    except Unauthorized as exc:
+        return call.render(
+            "login.html", status=401, next=target, error=exc.message, username=username
+        )
+    response = RedirectResponse(target, 303)
+    max_age = call.settings.auth.token_ttl_hours * 3600
+    set_session(response, call.request, session.token, max_age)
+    return response
+
+
+async def logout(call: WebCall) -> Response:
+    await call.form()  # the CSRF check: another site must not log people out
+    if call.token_id is not None:
+        async with call.db.connection() as conn:
+            await accounts.revoke_login_token(conn, call.token_id)
+    response = RedirectResponse("/login", 303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+async def workspaces_page(call: WebCall) -> Response:
+    found = await use(call, workspaces.workspaces_list)
+    return call.render("workspaces.html", workspaces=found)
+
+
+async def workspace_page(call: WebCall) -> Response:
+    name = call.param("workspace")
+    params = {"workspace": name}
+    return call.render(
+        "workspace.html",
+        ws=await use(call, workspaces.workspaces_show, params=params),
+        datasets=await use(call, datasets.datasets_list, params=params),
+        agents=await use(call, agents.agents_list, params=params),
+        experiments=await use(
+            call, experiments.experiments_list, query={"workspace": name, "limit": 20}
+        ),
+    )
+
+
+PAGES = [
+    Page("GET", "/login", login_form, public=True),
+    Page("POST", "/login", login_submit, public=True),
+    Page("POST", "/logout", logout),
+    Page("GET", "/", workspaces_page),
+    Page("GET", "/w/{workspace}", workspace_page),
+]
