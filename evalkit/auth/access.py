@@ -38,6 +38,10 @@ RULES: dict[str, str] = {
         "The server does not drive a personal agent; its owner's CLI or SDK does."
     ),
     "agent-token-scope": "An agent token only sends traces for its own agent.",
+    "schedule-fires-as-creator": (
+        "A schedule starts each experiment as the user who created it, with that user's "
+        "rights when it fires; a disabled or deleted creator's schedules start nothing."
+    ),
 }
 
 
@@ -176,6 +180,26 @@ def require_driver(
             "personal-agent-owner-only",
             f"experiment {experiment} is driven from {creator or 'another user'}'s own machine",
         )
+
+
+def schedule_actor(
+    user_id: int | None, username: str | None, *, is_admin: bool, disabled: bool, schedule: str
+) -> Actor:
+    """Who a schedule's experiment is started as: its creator, while that user is enabled.
+    The start then asks the usual rules (write access to the experiment's workspace, the
+    agent's) for that user, as they stand when the schedule fires."""
+    if user_id is None:
+        raise _refuse(
+            "schedule-fires-as-creator",
+            f"schedule {schedule} has no creator any more; create it again as a current user",
+        )
+    if disabled:
+        raise _refuse(
+            "schedule-fires-as-creator",
+            f"schedule {schedule} was created by {username}, who is disabled; create it again "
+            "as an active user and delete this one",
+        )
+    return Actor(user_id=user_id, username=username, is_admin=is_admin)
 
 
 def experiment_workspace(dataset_ws: WorkspaceFacts, agent_ws: WorkspaceFacts, runner: str) -> str:

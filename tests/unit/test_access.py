@@ -232,6 +232,29 @@ def test_shared_agent_runs_by_anyone_logged_in(who):
     assert outcome(access.require_run_agent, actor, shared(actor), driven_by_server=True) == "ok"
 
 
+@pytest.mark.parametrize(
+    ("user_id", "disabled", "expected"),
+    [
+        (2, False, "ok"),
+        (2, True, "schedule-fires-as-creator"),
+        (None, False, "schedule-fires-as-creator"),
+    ],
+)
+def test_schedule_fires_as_its_enabled_creator(user_id, disabled, expected):
+    result = outcome(
+        access.schedule_actor,
+        user_id,
+        "alice",
+        is_admin=False,
+        disabled=disabled,
+        schedule="nightly@prod",
+    )
+    assert result == expected
+    if expected == "ok":
+        actor = access.schedule_actor(2, "alice", is_admin=True, disabled=False, schedule="s")
+        assert actor == Actor(user_id=2, username="alice", is_admin=True)
+
+
 def test_experiment_location():
     dev, prod = shared(), shared()
     assert access.experiment_workspace(dev, prod, "alice") == "dev"
