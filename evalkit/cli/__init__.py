@@ -23,6 +23,7 @@ def register() -> None:
         judges,
         mappings,
         runs,
+        schedules,
         scores,
         server,
         sync,

@@ -26,6 +26,7 @@ TASK_MODULES = [
     "evalkit.jobs.settle",
     "evalkit.jobs.otel",
     "evalkit.jobs.scoring",
+    "evalkit.jobs.schedules",
 ]
 
 app = procrastinate.App(

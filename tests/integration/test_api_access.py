@@ -88,6 +88,7 @@ PARAMS = {
     "session": "s1",
     "provider": "openai",
     "evaluator": "checker",
+    "schedule": "1",
 }
 # Non-admin writes of datasets and cases; their rules are tested in test_datasets_*.py.
 DATASET_WRITES = {
@@ -136,6 +137,8 @@ OTEL_WRITES = {
     ("POST", "/api/otel/v1/logs"),
     ("POST", "/api/tokens/{token}/revoke"),
 }
+# Schedules: writers of the schedule's workspace; tested in test_schedules.py.
+SCHEDULE_WRITES = {("POST", "/api/schedules"), ("DELETE", "/api/schedules/{schedule}")}
 # Re-scoring an experiment: write access to its workspace; tested in test_scoring.py and
 # test_rescoring_needs_write_access below.
 SCORING_WRITES = {("POST", "/api/experiments/{experiment}/evaluate")}
@@ -224,6 +227,11 @@ def user_token(server, admin_token):
         headers={**auth, "X-Evalkit-Agent": "bot@dev"},
         json={"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]},
     ).raise_for_status()
+    httpx.post(  # schedule 1, read by GET /api/schedules/{schedule}
+        f"{server.url}/api/schedules",
+        headers=auth,
+        json={"dataset": "finance@dev", "agent": "bot@dev", "cron": "0 3 * * *"},
+    ).raise_for_status()
     alice = login(server, "alice", "alice-pass")
     as_alice = {"Authorization": f"Bearer {alice}"}
     # Experiment 1 (run 1): alice's own, on her personal agent, so her CLI drives it.
@@ -273,7 +281,7 @@ def test_every_non_public_route_is_classified(server):
     reads = {("GET", p) for _, p in declared} & declared
     unclassified = declared - PUBLIC - ADMIN_ONLY - reads - DATASET_WRITES - AGENT_WRITES
     unclassified -= READ_POSTS | EXPERIMENT_WRITES | OTEL_WRITES
-    unclassified -= SCORING_WRITES
+    unclassified -= SCORING_WRITES | SCHEDULE_WRITES
     unclassified -= {("POST", "/api/auth/logout")}
     assert not unclassified, f"classify these routes in test_api_access.py: {unclassified}"
 
