@@ -18,6 +18,7 @@ def register() -> None:
         compare,
         contracts,
         datasets,
+        demo,
         evaluators,
         harness,
         judges,
