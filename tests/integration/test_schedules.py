@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
 
 from evalkit.db import Database
+from evalkit.jobs.app import defer
 from evalkit.jobs.schedules import Fire, tick
 from evalkit.otel.mapping import load_starter
 from evalkit.outbound import make_client
@@ -22,6 +24,7 @@ from tests.integration.runs_helpers import (
     engine_server,
     harness,
     login_token,
+    until,
     wait_finished,
     write_suite,
 )
@@ -148,6 +151,36 @@ def test_schedule_fires_and_its_experiment_runs_to_done(engine, cli, tmp_path):
         again = cli("schedules", "show", "nightly@dev", "--json").json
         assert again["fires"] == 2 and again["latest"]["experiment_id"] == caught_up.experiment_id
         assert when(again["next_fire_at"]) == slot + timedelta(days=4)
+
+        # The worker's own job, as its periodic trigger queues it, with the real clock.
+        with psycopg.connect(engine.db_url, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE schedules SET last_fire_at = now() - interval '2 minutes', "
+                "next_fire_at = now() - interval '1 minute' WHERE id = %s",
+                (sched["id"],),
+            )
+        asyncio.run(_defer_tick(engine))
+        until(
+            lambda: cli("schedules", "show", "nightly@dev", "--json").json["fires"] == 3,
+            what="the worker's fire_schedules job",
+        )
+        third = cli("schedules", "show", "nightly@dev", "--json").json
+        assert third["last_error"] is None
+        assert third["latest"]["experiment_id"] not in (fire.experiment_id, caught_up.experiment_id)
+        assert wait_finished(engine, token, third["latest"]["experiment_id"])["by_state"] == {
+            "done": 3
+        }
+        assert ref.counters.runs_created == 9
+
+
+async def _defer_tick(server) -> None:
+    db = Database(server.db_url)
+    await db.open()
+    try:
+        async with db.connection() as conn:
+            await defer(conn, "fire_schedules", timestamp=0)
+    finally:
+        await db.close()
 
 
 def test_two_concurrent_ticks_start_one_experiment(edge, cli, tmp_path):
