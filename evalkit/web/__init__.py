@@ -6,10 +6,11 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from evalkit.web.page import HERE, Page
-from evalkit.web.pages import home
+from evalkit.web.pages import datasets, home
 
 PAGES: list[Page] = [
     *home.PAGES,
+    *datasets.PAGES,
 ]
 
 

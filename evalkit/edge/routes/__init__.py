@@ -4,6 +4,7 @@ from evalkit.edge.endpoint import Endpoint
 from evalkit.edge.routes import (
     accounts,
     agents,
+    case_browse,
     datasets,
     evaluators,
     experiments,
@@ -27,6 +28,7 @@ ENDPOINTS: list[Endpoint] = [
     *accounts.ENDPOINTS,
     *workspaces.ENDPOINTS,
     *datasets.ENDPOINTS,
+    *case_browse.ENDPOINTS,
     *fixtures.ENDPOINTS,
     *agents.ENDPOINTS,
     *mappings.ENDPOINTS,
