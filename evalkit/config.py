@@ -39,6 +39,8 @@ class ServerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     port: int = 8600
     public_url: str | None = None
     """The URL users reach the server at; defaults to http://host:port."""
+    cli_wheel_dir: str | None = None
+    """Where the CLI wheel served at /cli lies; unset: built from a source checkout."""
 
 
 class OidcSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

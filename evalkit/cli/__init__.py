@@ -31,6 +31,7 @@ def register() -> None:
         tokens,
         traces,
         traces_check,
+        update,
         workspaces,
     )
 

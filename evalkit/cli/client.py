@@ -8,8 +8,10 @@ from typing import Any
 import httpx
 import msgspec
 
+from evalkit import __version__
 from evalkit.cli import credentials
-from evalkit.cli.output import CliError
+from evalkit.cli.output import CliError, note
+from evalkit.distribution import VERSION_HEADER, is_newer
 from evalkit.errors import BadRequest
 from evalkit.model import api
 from evalkit.model.names import Ref, parse_ref
@@ -27,6 +29,22 @@ def server_url(explicit: str | None = None) -> str:
         or DEFAULT_SERVER
     )
     return url.rstrip("/")
+
+
+_nudged = False
+
+
+def nudge_if_outdated(response: httpx.Response) -> None:
+    """One line on stderr, once per command, when the server runs a later evalkit."""
+    global _nudged
+    server_version = response.headers.get(VERSION_HEADER)
+    if _nudged or not server_version or not is_newer(server_version, __version__):
+        return
+    _nudged = True
+    note(
+        f"evalkit {server_version} is on the server and this CLI is {__version__}: "
+        "run `evalkit update`"
+    )
 
 
 class Client:
@@ -60,6 +78,7 @@ class Client:
             raise CliError(
                 f"the evalkit server at {self.base_url} did not answer in time"
             ) from None
+        nudge_if_outdated(response)
         if response.status_code >= 400:
             raise CliError(self.explain(response))
         if response.status_code == 204 or type is None:

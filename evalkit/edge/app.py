@@ -12,15 +12,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from evalkit import web
+from evalkit import __version__, web
 from evalkit.config import Settings
 from evalkit.db import Database
+from evalkit.distribution import VERSION_HEADER
 from evalkit.edge.endpoint import error_response
 from evalkit.edge.routes import ENDPOINTS
 
 log = logging.getLogger("evalkit.edge")
 
 SECURITY_HEADERS = [
+    # A CLI compares it with its own version and nudges its user to `evalkit update`.
+    (VERSION_HEADER.encode(), __version__.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"no-referrer"),

@@ -114,6 +114,10 @@ class Promotion(Output):
 class CliInfo(Output):
     version: str
     install: str
+    """The command that installs this server's CLI (from its own wheel at ``wheel_url``)."""
+    wheel_url: str
+    pypi_install: str
+    """The same version from PyPI, for machines that cannot reach the server's /cli."""
 
 
 class Health(Output):

@@ -53,6 +53,8 @@ PUBLIC = {
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/api/cli"),
+    ("GET", "/cli"),
+    ("GET", "/cli/{filename}"),
     ("GET", "/api/openapi.json"),
     ("POST", "/api/auth/login"),
     # Checks for itself: a signed URL, or a login (test_public_fixture_route_needs_...).

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit import __version__
+from starlette.responses import FileResponse, RedirectResponse, Response
+
+from evalkit import __version__, distribution
 from evalkit.edge.endpoint import Call, Endpoint, openapi_document
-from evalkit.errors import ApiError, EvalkitError
+from evalkit.errors import ApiError, EvalkitError, NotFound
 from evalkit.model import api
 from evalkit.sql import migrate
 
@@ -38,8 +40,34 @@ async def readyz(call: Call) -> api.Health:
     )
 
 
+def origin(call: Call) -> str:
+    """The server's URL as users reach it: server.public_url, else what this request used."""
+    configured = call.settings.server.public_url
+    return (configured or str(call.request.base_url)).rstrip("/")
+
+
 async def cli_info(call: Call) -> api.CliInfo:
-    return api.CliInfo(version=__version__, install=f'uv tool install "evalkit-py=={__version__}"')
+    wheel_url = f"{origin(call)}/cli/{distribution.wheel_name()}"
+    return api.CliInfo(
+        version=__version__,
+        install=" ".join(distribution.install_command(wheel_url, uv=True)),
+        wheel_url=wheel_url,
+        pypi_install=f'uv tool install --reinstall "{distribution.PACKAGE}=={__version__}"',
+    )
+
+
+async def cli_latest(call: Call) -> Response:
+    return RedirectResponse(f"/cli/{distribution.wheel_name()}", 302)
+
+
+async def cli_wheel(call: Call) -> Response:
+    if call.param("filename") != distribution.wheel_name():
+        raise NotFound(
+            f"this server hands out {distribution.wheel_name()} only; GET /cli for it",
+            code="no-such-wheel",
+        )
+    path = await distribution.cli_wheel(call.settings)
+    return FileResponse(path, media_type="application/octet-stream", filename=path.name)
 
 
 async def openapi(call: Call) -> dict[str, Any]:
@@ -73,6 +101,22 @@ ENDPOINTS = [
         cli_info,
         "Server version and the CLI install command",
         returns=api.CliInfo,
+        public=True,
+        tags=["meta"],
+    ),
+    Endpoint(
+        "GET",
+        "/cli",
+        cli_latest,
+        "This server's CLI wheel (a redirect)",
+        public=True,
+        tags=["meta"],
+    ),
+    Endpoint(
+        "GET",
+        "/cli/{filename}",
+        cli_wheel,
+        "This server's CLI wheel: `uv tool install <this URL>`",
         public=True,
         tags=["meta"],
     ),
