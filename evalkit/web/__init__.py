@@ -6,11 +6,12 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from evalkit.web.page import HERE, Page
-from evalkit.web.pages import datasets, home
+from evalkit.web.pages import datasets, docs, home
 
 PAGES: list[Page] = [
     *home.PAGES,
     *datasets.PAGES,
+    *docs.PAGES,
 ]
 
 
