@@ -24,6 +24,18 @@ RunState = Literal[
 Driver = Literal["server", "cli", "sdk"]
 
 
+class ExperimentJudgeCreate(Input, kw_only=True):
+    """The judge the SDK's process grades an experiment's rubrics with; the server's
+    scoring then leaves them to it."""
+
+    provider: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+    """The server's LLM provider, when it is the default judge; None for a Judge given to
+    run_experiment."""
+    model: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    base_url: Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
+    prompt_hash: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+
+
 class ExperimentCreate(Input, kw_only=True):
     dataset: str
     """``name@workspace`` (a bare name is the caller's personal workspace)."""
@@ -37,6 +49,21 @@ class ExperimentCreate(Input, kw_only=True):
     capabilities it fetched from the harness. The server fetches them itself otherwise."""
     sdk: bool = False
     """Set by the SDK: the caller's code runs a code-driven agent and reports each run."""
+    judge: ExperimentJudgeCreate | None = None
+    """Set by the SDK when its process grades the rubrics (only with ``sdk``)."""
+
+
+class ExperimentJudge(Output, kw_only=True):
+    """Which judge grades an experiment's rubrics."""
+
+    name: str
+    """``provider/model`` (an LLM provider of the server) or ``sdk:model`` (a Judge given
+    to run_experiment)."""
+    by: Literal["server", "sdk"]
+    """Who calls it: the server's scoring, or the SDK's process (with its own key)."""
+    model: str | None = None
+    base_url: str | None = None
+    prompt_hash: str | None = None
 
 
 class Experiment(Output, kw_only=True):
@@ -59,6 +86,8 @@ class Experiment(Output, kw_only=True):
     by_state: dict[str, int]
     capabilities: Capabilities | None = None
     summary: dict[str, Any] | None = None
+    judge: ExperimentJudge | None = None
+    """None while no judge has graded a rubric of it."""
 
 
 class RunRow(Output, kw_only=True):

@@ -6,6 +6,10 @@ error score, never a failed job. Each evaluator's scores are stored as soon as i
 ``ON CONFLICT DO NOTHING`` on (run, round, name), and an evaluator that already stored
 scores for the run and round is not asked again, so a replayed job (a worker died) costs
 no second judge call and changes nothing.
+
+The judge is skipped for an SDK experiment whose process grades the rubrics itself
+(``run_experiment`` recorded its judge on the experiment); otherwise the experiment
+records which of the server's judges graded it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from evalkit.db import Database
 from evalkit.errors import EvalkitError
 from evalkit.scoring.builtins import BUILTINS, EVALUATOR_VERSION, EvaluatorError
 from evalkit.scoring.model import RunContext, ScoreItem, ScoreKind
+from evalkit.store import runs as runs_store
 from evalkit.store import scores as store
 
 __all__ = [
@@ -137,6 +142,12 @@ async def score_run(
         for s in select_evaluators(ctx.case.get("evaluators"), only)
         if s.identity not in loaded.stored
     ]
+    if loaded.driver == "sdk" and any(s.key == "judge" for s in todo):
+        # run_experiment said its process grades the rubrics (with its judge and key): it
+        # posts the judge's score itself, so grading here too would give a second verdict.
+        async with db.connection() as conn:
+            if await runs_store.judged_by_sdk(conn, ctx.experiment_id):
+                todo = [s for s in todo if s.key != "judge"]
     computed: list[ScoreItem] = []
     limit = asyncio.Semaphore(max(concurrency, 1))
     services = _Services(db, settings, http)
@@ -223,6 +234,18 @@ class _Services:
                     self._remotes = await remote.load_evaluators(conn, self._box(), workspace_id)
             return self._remotes
 
+    async def record_judge(self, experiment_id: int, setup: Any, prompt_hash: str | None) -> None:
+        """The experiment shows which judge graded it (``GET /api/experiments/{id}``)."""
+        async with self.db.connection() as conn:
+            await runs_store.record_server_judge(
+                conn,
+                experiment_id,
+                provider=setup.provider,
+                model=setup.model,
+                base_url=setup.base_url,
+                prompt_hash=prompt_hash,
+            )
+
 
 def _call_for(selected: Selected, services: _Services) -> Call:
     if selected.key in BUILTINS:
@@ -253,6 +276,10 @@ def _judge_call(services: _Services) -> Call:
         if setup is None:
             return [judge.no_judge_item(cfg.model)]
         items: list[ScoreItem] = await judge.grade(ctx, cfg, judge=setup, http=services.http)
+        hashes = [i.prompt_hash for i in items if i.prompt_hash]
+        await services.record_judge(
+            ctx.experiment_id, setup, hashes[0] if hashes else judge.PROMPT_HASH
+        )
         return items
 
     return grade

@@ -5,7 +5,9 @@ The round re-runs the Python evaluators given here on every run that reached sco
 carries every other score forward. With ``refetch_trajectories``, a traced run whose
 trajectory was partial or missing has it built again from its session's spans (which may
 have arrived since); the server's own evaluators (built-ins, judge, remote evaluators)
-score those runs afresh in the new round.
+score those runs afresh in the new round. When this process's judge grades the
+experiment's rubrics (it recorded one when it started), that judge grades those runs
+again here, with evalkit.yaml's key.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import msgspec
 from evalkit.model import runs as wire
 from evalkit.model.sdk import (
     ExperimentCases,
+    PythonScore,
     PythonScores,
     SdkRound,
     SdkRoundOpened,
@@ -67,8 +70,13 @@ async def aevaluate_experiment(
             "give the Python evaluators to re-run (evaluators=[...]), or "
             "refetch_trajectories=True to read missing trajectories again"
         )
+    import httpx
+
+    from evalkit.sdk._judge import SdkJudge, recorded_judge
+
     base, token = login(server_url)
     link = SdkLink(base, token)
+    http = httpx.AsyncClient(timeout=300.0)  # the judge's
     try:
         detail = await link.get(f"/api/experiments/{experiment_id}", wire.ExperimentDetail)
         if detail.driver != "sdk":
@@ -90,16 +98,21 @@ async def aevaluate_experiment(
             f"{len(chosen)} Python evaluator(s) over {len(scored)} runs"
             + (f", {len(rescore)} trajectories read again" if rescore else "")
         )
-        if chosen:
+        # The server does not grade the rubrics of an experiment this process's judge
+        # grades: the runs it re-scores get that judge's verdict on the new trajectory here.
+        judge: SdkJudge | None = recorded_judge(detail, None, http) if rescore else None
+        if chosen or judge is not None:
             cases = await link.get(f"/api/experiments/{experiment_id}/cases", ExperimentCases)
             contents = {c.case_id: c.content for c in cases.cases}
             slots = asyncio.Semaphore(CONCURRENCY)
+            regraded = set(rescore)
 
             async def one(run_id: int) -> None:
                 async with slots:
-                    await _score(link, run_id, chosen, contents, opened.round)
+                    again = judge if run_id in regraded else None
+                    await _score(link, run_id, chosen, contents, opened.round, again)
 
-            await asyncio.gather(*(one(r.id) for r in scored))
+            await asyncio.gather(*(one(r.id) for r in scored if chosen or r.id in regraded))
         await _wait_round(link, experiment_id, opened.round, timeout)
         final = await link.get(f"/api/experiments/{experiment_id}", wire.ExperimentDetail)
         scores = await link.get(f"/api/experiments/{experiment_id}/scores")
@@ -113,6 +126,7 @@ async def aevaluate_experiment(
             experiment=msgspec.to_builtins(final),
         )
     finally:
+        await http.aclose()
         await link.aclose()
 
 
@@ -145,7 +159,10 @@ async def _score(
     evaluators: list[PythonEvaluator],
     contents: dict[str, dict[str, Any]],
     round_: int,
+    judge: Any = None,
 ) -> None:
+    """Re-run ``evaluators`` on one run (and ``judge`` on its rubric, when given) and post
+    the scores into ``round_``."""
     run = await link.get(f"/api/runs/{run_id}?trajectory=1", wire.Run)
     content = contents.get(run.case_id)
     if content is None:
@@ -153,16 +170,32 @@ async def _score(
     answer = run.answer
     if answer is None and run.output is not None:
         answer = msgspec.json.encode(run.output, order="sorted").decode()
+    trajectory = run.trajectory if run.trajectory_valid else None
     evaluated = EvalRun(
         id=str(run.id),
         answer=answer,
         output=run.output,
-        trajectory=run.trajectory if run.trajectory_valid else None,
+        trajectory=trajectory,
         model=None,
         experiment_id=run.experiment_id,
         repetition=run.repetition,
     )
-    scores = await score_run(evaluators, run.case_id, content, evaluated)
+    scores: list[PythonScore] = (
+        await score_run(evaluators, run.case_id, content, evaluated) if evaluators else []
+    )
+    block = content.get("evaluators")
+    if judge is not None and isinstance(block, dict) and block.get("judge") is not None:
+        scores += await judge.grade(
+            run_id=run.id,
+            experiment_id=run.experiment_id,
+            case_id=run.case_id,
+            repetition=run.repetition,
+            content=content,
+            answer=answer,
+            output=run.output,
+            trajectory=trajectory,
+            model=None,
+        )
     if scores:
         await link.post_json(
             f"/api/runs/{run_id}/scores", PythonScores(scores=scores, round=round_)

@@ -9,9 +9,11 @@ does (``evalkit.runs.local``)::
 At ``collecting`` a run either carries its trajectory (a RunResult's ATIF document, or a
 note that there is none) and goes on to ``scoring`` at once, or waits there for its spans:
 the server's settle job builds its trajectory from its trace session and moves it on.
-The server scores it (built-ins, judge, remote evaluators) and finishes it; the Python
-evaluators run here, on the answer and trajectory, and their scores are posted beside
-the server's.
+The server scores it (built-ins, remote evaluators, and the judge unless this process
+has one) and finishes it; the Python evaluators and this process's judge run here, on the
+answer and trajectory, and their scores are posted beside the server's: with the step to
+scoring for a run that carries its trajectory, once the server attached it for a traced
+one.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -45,6 +47,9 @@ from evalkit.sdk._model import (
     SdkError,
 )
 from evalkit.sdk._progress import Progress, say
+
+if TYPE_CHECKING:
+    from evalkit.sdk._judge import SdkJudge
 
 TERMINAL = frozenset({"done", "failed", "errored"})
 PAST_COLLECTING = frozenset({"scoring", "done", "failed"})
@@ -119,6 +124,7 @@ async def arun_experiment(
         raise SdkError("judge takes evalkit.sdk.Judge(base_url=..., model=...)")
     base, token = login(server_url)
     link = SdkLink(base, token)
+    http = None
     try:
         if dry_run:
             from evalkit.sdk._dry_run import dry_run_cases
@@ -139,7 +145,11 @@ async def arun_experiment(
                 split=split,
                 model=model,
             )
-        runner = _Runner(link, binding, python_evaluators, concurrency, model, progress, judge)
+        import httpx
+
+        from evalkit.sdk._judge import load_judge, recorded_judge
+
+        http = httpx.AsyncClient(timeout=300.0)  # the judge's
         if resume is not None:
             experiment = await link.post_json(
                 f"/api/experiments/{resume}/resume", type=wire.Experiment
@@ -149,11 +159,14 @@ async def arun_experiment(
                     f"experiment {resume} is not an SDK experiment (driven by "
                     f"{experiment.driver}); go on with it with `evalkit run --resume {resume}`"
                 )
+            sdk_judge = recorded_judge(experiment, judge, http)
             say(f"experiment {experiment.id}: going on with its unfinished runs")
         else:
             assert dataset is not None and agent is not None
             dataset_ref = await _dataset_ref(link, dataset, workspace)
             name, ws = await link.ref(agent, "agent")
+            # Recorded on the experiment: the server leaves the rubrics to this process.
+            sdk_judge = await load_judge(link, judge, http)
             body = wire.ExperimentCreate(
                 dataset=dataset_ref,
                 agent=f"{name}@{ws}",
@@ -162,14 +175,18 @@ async def arun_experiment(
                 repetitions=repetitions,
                 model=model,
                 sdk=True,
+                judge=sdk_judge.record() if sdk_judge is not None else None,
             )
             experiment = await link.post_json("/api/experiments", body, type=wire.Experiment)
             say(
                 f"experiment {experiment.id}: {experiment.agent} over {experiment.dataset}, "
                 f"{experiment.runs} runs"
             )
+        runner = _Runner(link, binding, python_evaluators, concurrency, progress, sdk_judge)
         return await runner.run(experiment, timeout)
     finally:
+        if http is not None:
+            await http.aclose()
         await link.aclose()
 
 
@@ -284,22 +301,21 @@ class _Runner:
         binding: Binding,
         evaluators: list[PythonEvaluator],
         concurrency: int,
-        model: str | None,
         progress: bool,
-        judge: Judge | None = None,
+        judge: SdkJudge | None = None,
     ) -> None:
         self.link = link
-        self.judge_spec = judge
-        self.judge: Any = None
+        self.judge = judge
+        """Grades the rubrics of every run, traced or not (the experiment says so)."""
         self.binding = binding
         self.evaluators = evaluators
         self.concurrency = concurrency
-        self.model = model
+        self.model: str | None = None
         self.show_progress = progress
         self.fixtures = FixtureCache(link)
         self.cases: dict[str, dict[str, Any]] = {}
         self.awaiting: dict[int, RunResult | None] = {}
-        """Traced runs whose Python evaluators wait for the server's trajectory."""
+        """Traced runs whose Python evaluators or judge wait for the server's trajectory."""
         self.failures: list[str] = []
         self.scored: set[int] = set()
 
@@ -313,15 +329,6 @@ class _Runner:
                 "`model` to the task's parameters and pass it on"
             )
         self._check_tracing(experiment.agent)
-        import httpx
-
-        from evalkit.sdk._judge import load_judge
-
-        async with httpx.AsyncClient(timeout=300.0) as http:
-            self.judge = await load_judge(self.link, self.judge_spec, http)
-            return await self._run(experiment, timeout)
-
-    async def _run(self, experiment: wire.Experiment, timeout: float | None) -> ExperimentResult:
         if self.judge is not None:
             say(f"judge: {self.judge.describe}, called from this process")
         if self.evaluators or self.judge is not None:
@@ -470,7 +477,7 @@ class _Runner:
             )
         if traced:
             applied = await self.batcher.send(run.run_id, [collecting])
-            if all(applied) and self._needs_scoring(run.case_id):
+            if all(applied) and self._scored_here(run.case_id):
                 self.awaiting[run.run_id] = result
             return error is not None
         trajectory = result.trajectory if result else None
@@ -491,19 +498,8 @@ class _Runner:
         if self._needs_scoring(run.case_id):
             scores = await self._scores(run.run_id, run, answer, output, valid, model)
         if self._needs_judge(run.case_id):
-            # Stored with the step to scoring, in one transaction: the server's scoring
-            # finds the judge's score there and does not grade the run again.
-            scores += await self.judge.grade(
-                run_id=run.run_id,
-                experiment_id=run.experiment_id,
-                case_id=run.case_id,
-                repetition=run.repetition,
-                content=self.cases[run.case_id],
-                answer=answer if answer is not None or output is None else _canonical(output),
-                output=output,
-                trajectory=valid,
-                model=model,
-            )
+            # Stored with the step to scoring, in one transaction.
+            scores += await self._judged(run, answer, output, valid, model)
         await self.batcher.send(run.run_id, [collecting, scoring], scores)
         self.scored.add(run.run_id)
         return error is not None
@@ -512,7 +508,7 @@ class _Runner:
         """A run left in collecting: a traced one waits for the settle job; one that was
         to carry its own trajectory had lost it with the process, so it goes on without."""
         if run.session_id:
-            if self._needs_scoring(run.case_id):
+            if self._scored_here(run.case_id):
                 self.awaiting[run.run_id] = None
             return
         record = TrajectoryRecord(
@@ -521,10 +517,14 @@ class _Runner:
         applied = await self.batcher.send(
             run.run_id, [_transition(run, "scoring", trajectory=record)]
         )
-        if all(applied) and self._needs_scoring(run.case_id):
+        if all(applied) and self._scored_here(run.case_id):
             self.awaiting[run.run_id] = None
 
     # ----------------------------------------------------------------------- scores
+
+    def _scored_here(self, case_id: str) -> bool:
+        """This process gives the run scores: Python evaluators, or the judge."""
+        return self._needs_scoring(case_id) or self._needs_judge(case_id)
 
     def _needs_scoring(self, case_id: str) -> bool:
         content = self.cases.get(case_id)
@@ -560,12 +560,40 @@ class _Runner:
         )
         return await score_run(self.evaluators, run.case_id, content, evaluated)
 
+    async def _judged(
+        self,
+        run: RunWork | wire.Run,
+        answer: str | None,
+        output: Any,
+        trajectory: dict[str, Any] | None,
+        model: str | None,
+    ) -> list[PythonScore]:
+        assert self.judge is not None
+        run_id = run.run_id if isinstance(run, RunWork) else run.id
+        return await self.judge.grade(
+            run_id=run_id,
+            experiment_id=run.experiment_id,
+            case_id=run.case_id,
+            repetition=run.repetition,
+            content=self.cases[run.case_id],
+            answer=answer if answer is not None or output is None else _canonical(output),
+            output=output,
+            trajectory=trajectory,
+            model=model,
+        )
+
     async def _score_traced(self, run_id: int) -> None:
+        """A traced run once the server attached its trajectory: its Python evaluators and
+        the judge (the server leaves the rubric to this process) grade it here."""
         run = await self.link.get(f"/api/runs/{run_id}?trajectory=1", wire.Run)
         given = self.awaiting.get(run_id)
         trajectory = run.trajectory if run.trajectory_valid else None
         model = (given.model if given else None) or self.model
-        scores = await self._scores(run_id, run, run.answer, run.output, trajectory, model)
+        scores: list[PythonScore] = []
+        if self._needs_scoring(run.case_id):
+            scores = await self._scores(run_id, run, run.answer, run.output, trajectory, model)
+        if self._needs_judge(run.case_id):
+            scores += await self._judged(run, run.answer, run.output, trajectory, model)
         if scores:
             await self.link.post_json(f"/api/runs/{run_id}/scores", PythonScores(scores=scores))
         self.scored.add(run_id)

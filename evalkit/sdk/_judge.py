@@ -1,6 +1,10 @@
 """The LLM judge of an SDK experiment, called from the SDK's process: the server's default
 judge (its base URL and model) or the one given to run_experiment, with the key from
-``credentials.llm_providers`` in evalkit.yaml, keyed by the judge's base URL."""
+``credentials.llm_providers`` in evalkit.yaml, keyed by the judge's base URL.
+
+The experiment records the judge when it is created, so the server's scoring leaves the
+rubrics to this process (traced runs included: they are graded once the server has built
+their trajectory), and a resumed or re-scored experiment is graded by the same judge."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import msgspec
 
 from evalkit.model.harness import Provides
 from evalkit.model.judges import JudgeDefault
+from evalkit.model.runs import Experiment, ExperimentJudgeCreate
 from evalkit.model.sdk import PythonScore
 from evalkit.sdk._link import SdkLink
 from evalkit.sdk._model import Judge, SdkError
@@ -19,14 +24,34 @@ from evalkit.sdk._model import Judge, SdkError
 class SdkJudge:
     """A judge set up once per experiment; :meth:`grade` gives the run's ``judge`` score."""
 
-    def __init__(self, setup: Any, http: httpx.AsyncClient) -> None:
+    def __init__(self, setup: Any, http: httpx.AsyncClient, provider: str | None = None) -> None:
         self.setup = setup
         self.http = http
+        self.provider = provider
+        """The server's LLM provider when this is its default judge; None for a Judge."""
+
+    @property
+    def name(self) -> str:
+        """As the experiment shows it: ``provider/model``, or ``sdk:model`` for a Judge."""
+        if self.provider:
+            return f"{self.provider}/{self.setup.model}"
+        return f"sdk:{self.setup.model}"
 
     @property
     def describe(self) -> str:
         keyed = "with a key from evalkit.yaml" if self.setup.api_key else "with no key"
-        return f"{self.setup.model} at {self.setup.base_url} ({keyed})"
+        return f"{self.name}: {self.setup.model} at {self.setup.base_url} ({keyed})"
+
+    def record(self) -> ExperimentJudgeCreate:
+        """What the new experiment records, so the server leaves its rubrics to us."""
+        from evalkit.scoring.judge import PROMPT_HASH
+
+        return ExperimentJudgeCreate(
+            provider=self.provider,
+            model=self.setup.model,
+            base_url=self.setup.base_url,
+            prompt_hash=PROMPT_HASH,
+        )
 
     async def grade(
         self,
@@ -112,18 +137,47 @@ def _error(message: str, model: str | None) -> PythonScore:
 async def load_judge(
     link: SdkLink, judge: Judge | None, http: httpx.AsyncClient
 ) -> SdkJudge | None:
-    """The judge of this experiment, or None when none is given and the server has no
+    """The judge of a new experiment, or None when none is given and the server has no
     default judge (the server then records why the rubrics were not graded)."""
+    if judge is not None:
+        return SdkJudge(_setup(judge.base_url, judge.model, judge.timeout), http)
+    default = await link.get("/api/judge-default", JudgeDefault)
+    if default.base_url is None or default.model is None:
+        return None
+    return SdkJudge(_setup(default.base_url, default.model, 120.0), http, default.provider)
+
+
+def recorded_judge(
+    experiment: Experiment, judge: Judge | None, http: httpx.AsyncClient
+) -> SdkJudge | None:
+    """The judge that grades an experiment started earlier (``resume=``,
+    evaluate_experiment): the one it recorded when the SDK's process grades its rubrics,
+    else None (the server's judge grades them). A ``judge`` that is not the recorded one
+    is refused: one experiment, one judge."""
+    record = experiment.judge
+    if record is None or record.by != "sdk":
+        if judge is not None:
+            raise SdkError(
+                f"experiment {experiment.id} was started without a judge of this process, so "
+                "the server's default judge grades its rubrics; drop judge= to go on with it, "
+                "or start a new experiment with this judge"
+            )
+        return None
+    assert record.base_url is not None and record.model is not None
+    if judge is not None and (judge.base_url, judge.model) != (record.base_url, record.model):
+        raise SdkError(
+            f"experiment {experiment.id} is graded by {record.name} at {record.base_url}; drop "
+            "judge= (the recorded judge goes on), or start a new experiment with this judge"
+        )
+    timeout = judge.timeout if judge is not None else 120.0
+    provider = None if record.name.startswith("sdk:") else record.name.split("/", 1)[0]
+    return SdkJudge(_setup(record.base_url, record.model, timeout), http, provider)
+
+
+def _setup(base_url: str, model: str, timeout: float) -> Any:
     from evalkit.cases import ProjectError, ProjectNotFound, load_project
     from evalkit.scoring.judge import JudgeSetup
 
-    if judge is not None:
-        base_url, model, timeout = judge.base_url, judge.model, judge.timeout
-    else:
-        default = await link.get("/api/judge-default", JudgeDefault)
-        if default.base_url is None or default.model is None:
-            return None
-        base_url, model, timeout = default.base_url, default.model, 120.0
     try:
         project = load_project()
     except ProjectNotFound:
@@ -131,5 +185,4 @@ async def load_judge(
     except ProjectError as exc:
         raise SdkError(f"evalkit.yaml has errors: {exc}") from None
     key = project.api_key_for(base_url) if project is not None else None
-    setup = JudgeSetup(provider="sdk", base_url=base_url, model=model, api_key=key, timeout=timeout)
-    return SdkJudge(setup, http)
+    return JudgeSetup(provider="sdk", base_url=base_url, model=model, api_key=key, timeout=timeout)

@@ -27,9 +27,11 @@ ORDER BY cur.case_id;
 -- name: experiment_insert :one
 -- A new experiment (its runs are inserted by runs_insert in the same transaction).
 INSERT INTO experiments (workspace_id, dataset_id, agent_id, driver, repetitions, model,
-                         split, case_ids, capabilities, created_by)
+                         split, case_ids, capabilities, created_by, judge_by, judge,
+                         judge_model, judge_base_url, judge_prompt_hash)
 VALUES (%(workspace_id)s, %(dataset_id)s, %(agent_id)s, %(driver)s, %(repetitions)s,
-        %(model)s, %(split)s, %(case_ids)s, %(capabilities)s::jsonb, %(created_by)s)
+        %(model)s, %(split)s, %(case_ids)s, %(capabilities)s::jsonb, %(created_by)s,
+        %(judge_by)s, %(judge)s, %(judge_model)s, %(judge_base_url)s, %(judge_prompt_hash)s)
 RETURNING id;
 
 -- name: scoring_round_first :exec
@@ -55,7 +57,8 @@ SELECT e.id, e.workspace_id, w.name AS workspace, w.kind AS workspace_kind,
        d.name AS dataset, dw.name AS dataset_workspace,
        a.id AS agent_id, a.name AS agent, aw.name AS agent_workspace,
        e.driver, e.status, e.repetitions, e.model, e.split, e.case_ids, e.capabilities,
-       e.created_at, e.created_by, u.username AS created_by_name, e.finished_at, e.summary
+       e.created_at, e.created_by, u.username AS created_by_name, e.finished_at, e.summary,
+       e.judge_by, e.judge, e.judge_model, e.judge_base_url, e.judge_prompt_hash
 FROM experiments e
 JOIN workspaces w ON w.id = e.workspace_id
 JOIN datasets d ON d.id = e.dataset_id
@@ -70,7 +73,8 @@ WHERE e.id = %(experiment_id)s;
 SELECT e.id, w.name AS workspace, d.name AS dataset, dw.name AS dataset_workspace,
        a.name AS agent, aw.name AS agent_workspace, e.driver, e.status, e.repetitions,
        e.model, e.split, e.case_ids, e.created_at, u.username AS created_by_name,
-       e.finished_at, e.summary,
+       e.finished_at, e.summary, e.judge_by, e.judge, e.judge_model, e.judge_base_url,
+       e.judge_prompt_hash,
        (SELECT COALESCE(jsonb_object_agg(c.state, c.n), '{}')
         FROM (SELECT state, count(*) AS n FROM runs r
               WHERE r.experiment_id = e.id GROUP BY state) c) AS by_state
@@ -117,6 +121,23 @@ WHERE e.id = %(experiment_id)s AND e.status = 'running'
   AND NOT EXISTS (SELECT 1 FROM runs r
                   WHERE r.experiment_id = e.id AND r.state NOT IN ('done', 'failed', 'errored'))
 RETURNING e.id;
+
+-- name: experiment_judge_get :one
+-- Whether the SDK's process grades an experiment's rubrics (the server's scoring skips them).
+SELECT judge_by FROM experiments WHERE id = %(experiment_id)s;
+
+-- name: experiment_judge_record :exec
+-- The server's judge graded a rubric of the experiment: record which one (the last one that
+-- graded, so a new scoring round with another default judge shows it). Writes nothing when
+-- it is already recorded, or when the SDK's process grades the experiment.
+UPDATE experiments
+SET judge_by = 'server', judge = %(judge)s, judge_model = %(judge_model)s,
+    judge_base_url = %(judge_base_url)s, judge_prompt_hash = %(judge_prompt_hash)s
+WHERE id = %(experiment_id)s AND judge_by IS DISTINCT FROM 'sdk'
+  AND (judge_by IS NULL OR judge IS DISTINCT FROM %(judge)s
+       OR judge_model IS DISTINCT FROM %(judge_model)s
+       OR judge_base_url IS DISTINCT FROM %(judge_base_url)s
+       OR judge_prompt_hash IS DISTINCT FROM %(judge_prompt_hash)s);
 
 -- name: experiment_reopen :exec
 -- A resumed experiment with live runs is running again.

@@ -106,6 +106,7 @@ async def insert_experiment(
         case_ids=body.case_ids,
         capabilities=_dumps(capabilities),
         created_by=created_by,
+        **_judge_columns(body.judge),
     )
     assert row is not None
     experiment_id: int = row["id"]
@@ -120,6 +121,60 @@ async def insert_experiment(
         repetitions=body.repetitions,
     )
     return experiment_id
+
+
+def _judge_columns(judge: wire.ExperimentJudgeCreate | None) -> dict[str, Any]:
+    """The SDK's judge of a new experiment, as its judge columns (all null: none)."""
+    if judge is None:
+        return dict.fromkeys(
+            ("judge_by", "judge", "judge_model", "judge_base_url", "judge_prompt_hash")
+        )
+    name = f"{judge.provider}/{judge.model}" if judge.provider else f"sdk:{judge.model}"
+    return {
+        "judge_by": "sdk",
+        "judge": name,
+        "judge_model": judge.model,
+        "judge_base_url": judge.base_url,
+        "judge_prompt_hash": judge.prompt_hash,
+    }
+
+
+async def judged_by_sdk(conn: Conn, experiment_id: int) -> bool:
+    """The SDK's process grades this experiment's rubrics, so the server's scoring does not."""
+    row = await conn.one("experiment_judge_get", experiment_id=experiment_id)
+    return row is not None and row["judge_by"] == "sdk"
+
+
+async def record_server_judge(
+    conn: Conn,
+    experiment_id: int,
+    *,
+    provider: str,
+    model: str,
+    base_url: str,
+    prompt_hash: str | None,
+) -> None:
+    """The server's judge graded a rubric of the experiment: record which one."""
+    await conn.execute(
+        "experiment_judge_record",
+        experiment_id=experiment_id,
+        judge=f"{provider}/{model}",
+        judge_model=model,
+        judge_base_url=base_url,
+        judge_prompt_hash=prompt_hash,
+    )
+
+
+def _judge_of(row: dict[str, Any]) -> wire.ExperimentJudge | None:
+    if row["judge_by"] is None:
+        return None
+    return wire.ExperimentJudge(
+        name=row["judge"],
+        by=row["judge_by"],
+        model=row["judge_model"],
+        base_url=row["judge_base_url"],
+        prompt_hash=row["judge_prompt_hash"],
+    )
 
 
 # --------------------------------------------------------------------------- reading
@@ -159,6 +214,7 @@ async def get_experiment(conn: Conn, experiment_id: int, *, with_runs: bool = Fa
         if row["capabilities"]
         else None,
         summary=row["summary"],
+        judge=_judge_of(row),
     )
     if not with_runs:
         return wire.Experiment(**fields)
@@ -188,6 +244,7 @@ async def list_experiments(
             runs=sum(r["by_state"].values()),
             by_state=r["by_state"],
             summary=r["summary"],
+            judge=_judge_of(r),
         )
         for r in rows
     ]

@@ -134,6 +134,13 @@ async def _agent_of(conn: Any, actor: Actor, text: str) -> AgentRow:
 def _driver_for(actor: Actor, agent: AgentRow, body: wire.ExperimentCreate) -> str:
     """Who moves the runs: the server for a shared harness agent, the owner's CLI for a
     personal one, the caller's own code (the SDK) for a code-driven agent."""
+    if body.judge is not None and not body.sdk:
+        raise BadRequest(
+            "judge names the judge the SDK's process grades the rubrics with, so it goes only "
+            "with sdk: true (run_experiment); the server's default judge grades the others "
+            "(`evalkit judge-default show`)",
+            code="judge-needs-sdk",
+        )
     if agent.harness_url is None:
         if not body.sdk:
             raise BadRequest(
