@@ -317,7 +317,8 @@ def experiments_show(
     *,
     json: JsonFlag = False,
 ) -> int:
-    """One experiment: its runs by state, timings and errors."""
+    """One experiment: its runs by state, timings and errors, and which judge graded its
+    rubrics (the server's, or the one run_experiment called from its process)."""
     with Client() as client:
         detail = client.get(f"/api/experiments/{experiment_id}", type=wire.ExperimentDetail)
     if json:
@@ -330,6 +331,13 @@ def experiments_show(
     say(
         f"  repetitions {detail.repetitions}, model {detail.model or '-'}, "
         f"started {detail.created_at:%Y-%m-%d %H:%M:%S} by {detail.created_by or '-'}"
+    )
+    judge = detail.judge
+    called = "the SDK" if judge is not None and judge.by == "sdk" else "the server"
+    say(
+        f"  judge {judge.name} at {judge.base_url}, called by {called}"
+        if judge is not None
+        else "  judge: none has graded a rubric"
     )
     counts = ", ".join(f"{n} {s}" for s, n in sorted(detail.by_state.items()))
     say(f"  runs: {detail.runs} ({counts})")
