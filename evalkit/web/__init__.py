@@ -6,11 +6,12 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from evalkit.web.page import HERE, Page
-from evalkit.web.pages import datasets, docs, home
+from evalkit.web.pages import agents, datasets, docs, home
 
 PAGES: list[Page] = [
     *home.PAGES,
     *datasets.PAGES,
+    *agents.PAGES,
     *docs.PAGES,
 ]
 

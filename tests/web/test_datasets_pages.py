@@ -61,7 +61,9 @@ def seed(server, admin_token: str, *, many: int = 5) -> Seeded:
     for ws in ("dev", "prod"):
         admin_api(server, admin_token, "POST", "/api/workspaces", json={"name": ws})
     admin_api(server, admin_token, "PUT", "/api/workspaces/dev/promotion", json={"target": "prod"})
-    admin_api(server, admin_token, "POST", "/api/workspaces/prod/datasets", json={"name": "finance"})
+    admin_api(
+        server, admin_token, "POST", "/api/workspaces/prod/datasets", json={"name": "finance"}
+    )
     people = Seeded(
         admin=admin_token,
         writer=add_user(server, admin_token, "wendy", member_of="dev"),
@@ -77,9 +79,7 @@ def seed(server, admin_token: str, *, many: int = 5) -> Seeded:
 
 
 def api_get(server, token: str, path: str, **params) -> dict:
-    r = httpx.get(
-        server.url + path, params=params, headers={"Authorization": f"Bearer {token}"}
-    )
+    r = httpx.get(server.url + path, params=params, headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -311,7 +311,9 @@ def test_review_a_case_in_the_browser(server, admin_token, page, log_in):
     newest = log.locator("tbody tr").first
     assert "approve" in newest.inner_text() and "rob" in newest.inner_text()
     assert "matches the EU policy" in newest.inner_text()
-    promoted = page.locator("section", has=page.get_by_role("heading", name="Where it was promoted"))
+    promoted = page.locator(
+        "section", has=page.get_by_role("heading", name="Where it was promoted")
+    )
     assert "refund@prod v1" in promoted.inner_text()
     page.shot("case-approved")
     page.get_by_role("link", name="refund@prod v1").click()
