@@ -1,8 +1,8 @@
 -- Spans, span keys, sessions and the trace -> session map (the OTLP collector's tables).
--- A batch's ids come in as one bytea of concatenated ids (16 bytes a trace id, 8 a span id),
--- other columns as parallel arrays: one statement per batch, not per span. (A bytea[]
--- parameter would be escaped element by element on the client, which costs more than the
--- statement.)
+-- A batch's span ids come in as one bytea of concatenated ids (16 bytes a trace id, 8 a span
+-- id), its per-trace and per-session values as one JSON array of objects: one statement per
+-- batch, not per span. (Array parameters are escaped element by element on the client, in
+-- Python, which costs more than the statement; JSON is encoded in C.)
 
 -- name: span_partition_create :one
 -- Create the spans partition of one UTC day if it is missing.
@@ -19,8 +19,16 @@ FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'spans'::regclass
 ORDER BY c.relname;
 
--- name: span_key_insert_many :one
--- Claim the keys of a batch's spans; how many were new (the rest are a retried export).
+-- name: span_key_claim_many :many
+-- Claim a batch's span keys (a key that exists is a retried export: that span is skipped),
+-- then lock the traces of the new spans and the sessions they belong to, creating them when
+-- new: one row per trace with new spans, with its stored state, the session it belongs to
+-- (the one it has, else the one its root span in this batch names, %(roots)s; a new trace
+-- is created with it) and that session's size; root_now marks a trace that was waiting for
+-- its root. Locks are taken keys first, then traces, then sessions, each in key order, so
+-- concurrent batches never deadlock: the GROUP BY reads every claimed key before the first
+-- trace is locked, and the DISTINCT ... ORDER BY every locked trace before the first session.
+-- The no-op DO UPDATE is what locks and returns an existing row in one statement.
 WITH claimed AS (
     INSERT INTO span_keys (agent_id, trace_id, span_id, received_at)
     SELECT %(agent_id)s, k.trace_id, k.span_id, %(received_at)s
@@ -31,19 +39,45 @@ WITH claimed AS (
     ) AS k
     ORDER BY k.trace_id, k.span_id
     ON CONFLICT DO NOTHING
-    RETURNING 1
+    RETURNING trace_id, span_id
+),
+new AS (
+    SELECT trace_id, count(*) AS spans, string_agg(span_id, ''::bytea) AS span_ids
+    FROM claimed
+    GROUP BY trace_id
+),
+roots AS (
+    SELECT decode(r.trace_id, 'hex') AS trace_id, r.session_id
+    FROM json_to_recordset(%(roots)s::json) AS r (trace_id text, session_id text)
+),
+traces AS (
+    INSERT INTO trace_sessions AS t (agent_id, trace_id, session_id)
+    SELECT %(agent_id)s, n.trace_id, r.session_id
+    FROM new n LEFT JOIN roots r ON r.trace_id = n.trace_id
+    ORDER BY n.trace_id
+    ON CONFLICT (agent_id, trace_id) DO UPDATE SET agent_id = t.agent_id
+    RETURNING t.trace_id, t.session_id, t.pending_spans, t.pending_bytes, t.first_span_at,
+              t.last_span_at
+),
+resolved AS (
+    SELECT t.*, coalesce(t.session_id, r.session_id) AS resolved_id,
+           t.session_id IS NULL AND r.session_id IS NOT NULL AS root_now
+    FROM traces t LEFT JOIN roots r ON r.trace_id = t.trace_id
+),
+sessions AS (
+    INSERT INTO sessions AS s (agent_id, session_id)
+    SELECT DISTINCT %(agent_id)s, resolved_id FROM resolved
+    WHERE resolved_id IS NOT NULL
+    ORDER BY 2
+    ON CONFLICT (agent_id, session_id) DO UPDATE SET agent_id = s.agent_id
+    RETURNING s.session_id, s.bytes
 )
-SELECT count(*) AS claimed FROM claimed;
-
--- name: span_key_list_claimed :many
--- Which of a batch's keys it claimed itself (stamped with its received_at): asked only when
--- some were not new. The batch holds its traces' locks, so no other batch stamped these.
-SELECT trace_id, span_id FROM span_keys
-WHERE agent_id = %(agent_id)s AND received_at = %(received_at)s
-  AND trace_id IN (
-      SELECT substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16)
-      FROM generate_series(0, length(%(trace_ids)s::bytea) / 16 - 1) AS i
-  );
+SELECT t.trace_id, t.resolved_id AS session_id, t.root_now, t.pending_spans, t.pending_bytes,
+       t.first_span_at, t.last_span_at, n.spans AS new_spans, n.span_ids AS new_span_ids,
+       s.bytes AS session_bytes
+FROM resolved t
+JOIN new n ON n.trace_id = t.trace_id
+LEFT JOIN sessions s ON s.session_id = t.resolved_id;
 
 -- name: span_key_delete_many :exec
 -- Give back the keys of spans that were refused after all (over the session's size cap).
@@ -74,28 +108,9 @@ JOIN spans s ON s.agent_id = t.agent_id AND s.trace_id = t.trace_id
 WHERE t.agent_id = %(agent_id)s AND t.session_id = %(session_id)s
 ORDER BY s.start_ns, s.span_id;
 
--- name: trace_session_lock_many :many
--- Each trace of a batch, created when new, locked (in key order, so concurrent batches never
--- deadlock) and returned as it stands: session (NULL until its root arrives) and what is
--- pending. The no-op DO UPDATE is what locks and returns an existing row in one statement.
-INSERT INTO trace_sessions AS t (agent_id, trace_id)
-SELECT %(agent_id)s, substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16) AS trace_id
-FROM generate_series(0, length(%(trace_ids)s::bytea) / 16 - 1) AS i
-ORDER BY trace_id
-ON CONFLICT (agent_id, trace_id) DO UPDATE SET agent_id = t.agent_id
-RETURNING t.trace_id, t.session_id, t.pending_spans, t.pending_bytes, t.first_span_at,
-          t.last_span_at;
-
 -- name: trace_session_delete_before :exec
 -- Forget traces that received nothing since the cutoff (their spans are gone).
 DELETE FROM trace_sessions WHERE last_received_at < %(cutoff)s;
-
--- name: session_lock_many :many
--- The sessions a batch touches, created when new, locked in key order, with their size.
-INSERT INTO sessions AS s (agent_id, session_id)
-SELECT %(agent_id)s, id FROM unnest(%(session_ids)s::text[]) AS id ORDER BY id
-ON CONFLICT (agent_id, session_id) DO UPDATE SET agent_id = s.agent_id
-RETURNING s.session_id, s.bytes, s.truncated;
 
 -- name: session_get :one
 -- One session with its agent's name and workspace.
@@ -124,54 +139,51 @@ DELETE FROM sessions WHERE last_received_at < %(cutoff)s;
 SELECT queueing_lock FROM procrastinate_jobs
 WHERE status = 'todo' AND queueing_lock = ANY(%(locks)s::text[]);
 
--- name: session_update_batch :many
--- Write back a batch in one statement: its traces (session once known, what is still
--- pending), its sessions (spans, bytes, refusals, times), and return the sessions that a
--- run of the agent waits on (state collecting), which get a settle job. (Both UPDATEs run
--- in full whether or not the SELECT reads them.)
+-- name: trace_session_write_many :many
+-- Write a batch back in one statement: its traces (the session once known, what is still
+-- pending, times) and its sessions (spans, bytes and refusals added, times), each row found
+-- through its primary key (an upsert on rows the batch has locked, so the cost does not grow
+-- with the agent's stored traces); return the sessions that a run of the agent waits on
+-- (state collecting), which get a settle job. Times are RFC 3339 text.
 WITH traces AS (
-    UPDATE trace_sessions t
-    SET session_id = u.session_id,
-        pending_spans = u.pending_spans,
-        pending_bytes = u.pending_bytes,
-        first_span_at = u.first_span_at,
-        last_span_at = u.last_span_at,
-        last_received_at = %(received_at)s
-    FROM (
-        SELECT substring(%(trace_ids)s::bytea FROM (n * 16 - 15)::integer FOR 16) AS trace_id,
-               session_id, pending_spans, pending_bytes, first_span_at, last_span_at
-        FROM unnest(
-            %(t_session_ids)s::text[], %(t_pending_spans)s::integer[],
-            %(t_pending_bytes)s::bigint[], %(t_first_span_at)s::timestamptz[],
-            %(t_last_span_at)s::timestamptz[]
-        ) WITH ORDINALITY AS v (session_id, pending_spans, pending_bytes, first_span_at,
-                                last_span_at, n)
-    ) AS u
-    WHERE t.agent_id = %(agent_id)s AND t.trace_id = u.trace_id
+    INSERT INTO trace_sessions AS t (agent_id, trace_id, session_id, pending_spans,
+                                     pending_bytes, first_span_at, last_span_at,
+                                     last_received_at)
+    SELECT %(agent_id)s, decode(u.trace_id, 'hex'), u.session_id, u.pending_spans,
+           u.pending_bytes, u.first_span_at, u.last_span_at, %(received_at)s
+    FROM json_to_recordset(%(traces)s::json) AS u (
+        trace_id text, session_id text, pending_spans integer, pending_bytes bigint,
+        first_span_at timestamptz, last_span_at timestamptz
+    )
+    ON CONFLICT (agent_id, trace_id) DO UPDATE SET
+        session_id = EXCLUDED.session_id,
+        pending_spans = EXCLUDED.pending_spans,
+        pending_bytes = EXCLUDED.pending_bytes,
+        first_span_at = least(t.first_span_at, EXCLUDED.first_span_at),
+        last_span_at = greatest(t.last_span_at, EXCLUDED.last_span_at),
+        last_received_at = EXCLUDED.last_received_at
 ),
 sessions AS (
-    UPDATE sessions s
-    SET span_count = s.span_count + u.spans,
-        bytes = s.bytes + u.bytes,
-        rejected_spans = s.rejected_spans + u.rejected,
-        truncated = s.truncated OR u.truncated,
-        first_span_at = CASE
-            WHEN s.first_span_at IS NULL THEN u.first_span_at
-            WHEN u.first_span_at IS NULL THEN s.first_span_at
-            ELSE least(s.first_span_at, u.first_span_at) END,
-        last_span_at = CASE
-            WHEN s.last_span_at IS NULL THEN u.last_span_at
-            WHEN u.last_span_at IS NULL THEN s.last_span_at
-            ELSE greatest(s.last_span_at, u.last_span_at) END,
-        last_received_at = %(received_at)s
-    FROM unnest(
-        %(session_ids)s::text[], %(spans)s::integer[], %(bytes)s::bigint[],
-        %(rejected)s::integer[], %(truncated)s::boolean[],
-        %(first_span_at)s::timestamptz[], %(last_span_at)s::timestamptz[]
-    ) AS u (session_id, spans, bytes, rejected, truncated, first_span_at, last_span_at)
-    WHERE s.agent_id = %(agent_id)s AND s.session_id = u.session_id
+    INSERT INTO sessions AS s (agent_id, session_id, span_count, bytes, rejected_spans,
+                               truncated, first_span_at, last_span_at, last_received_at)
+    SELECT %(agent_id)s, u.session_id, u.spans, u.bytes, u.rejected, u.truncated,
+           u.first_span_at, u.last_span_at, %(received_at)s
+    FROM json_to_recordset(%(sessions)s::json) AS u (
+        session_id text, spans integer, bytes bigint, rejected integer, truncated boolean,
+        first_span_at timestamptz, last_span_at timestamptz
+    )
+    ON CONFLICT (agent_id, session_id) DO UPDATE SET
+        span_count = s.span_count + EXCLUDED.span_count,
+        bytes = s.bytes + EXCLUDED.bytes,
+        rejected_spans = s.rejected_spans + EXCLUDED.rejected_spans,
+        truncated = s.truncated OR EXCLUDED.truncated,
+        first_span_at = least(s.first_span_at, EXCLUDED.first_span_at),
+        last_span_at = greatest(s.last_span_at, EXCLUDED.last_span_at),
+        last_received_at = EXCLUDED.last_received_at
+    RETURNING s.session_id
 )
 SELECT DISTINCT r.session_id
 FROM runs r
-WHERE r.agent_id = %(agent_id)s AND r.session_id = ANY(%(session_ids)s::text[])
+WHERE r.agent_id = %(agent_id)s
+  AND r.session_id = ANY(ARRAY(SELECT session_id FROM sessions))
   AND r.state = 'collecting';
