@@ -1,0 +1,227 @@
+"""compose/: the Dockerfile, docker-compose.yml, the sample config and the proxy.
+
+`docker compose config` validates the file when a docker client with compose is present;
+the YAML checks below run everywhere and pin what the deployment relies on: images and
+builds, commands the CLI accepts, start order by health, replicas, the read-only config,
+secrets from the environment, and a non-root runtime stage that holds only the wheel."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from evalkit.config import load_settings
+
+ROOT = Path(__file__).parents[2]
+COMPOSE = ROOT / "compose"
+CONFIG_IN_CONTAINER = "/etc/evalkit/config.yaml"
+EVALKIT_SERVICES = ("migrate", "edge", "worker")
+SECRETS = {
+    "POSTGRES_PASSWORD": "pg-secret",
+    "EVALKIT_ENCRYPTION_KEY": "A" * 43 + "=",
+    "EVALKIT_ADMIN_PASSWORD": "first-admin-pw",
+}
+
+
+@pytest.fixture(scope="module")
+def services() -> dict[str, Any]:
+    return yaml.safe_load((COMPOSE / "docker-compose.yml").read_text())["services"]
+
+
+def compose_available() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not compose_available(), reason="no docker client with compose here")
+def test_docker_compose_config_accepts_the_file():
+    result = subprocess.run(
+        ["docker", "compose", "-f", str(COMPOSE / "docker-compose.yml"), "config", "--quiet"],
+        env={"PATH": "/usr/bin:/bin:/usr/local/bin", **SECRETS},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_service_has_an_image_or_a_build(services):
+    assert set(services) == {"postgres", "migrate", "edge", "worker", "proxy"}
+    assert services["postgres"]["image"].startswith("postgres:")
+    assert services["proxy"]["image"].startswith("caddy:")
+    for name in EVALKIT_SERVICES:
+        build = services[name]["build"]
+        assert (COMPOSE / build["context"] / build["dockerfile"]).resolve() == (
+            COMPOSE / "Dockerfile"
+        ), name
+        assert services[name]["image"].startswith("evalkit:"), name
+
+
+def test_evalkit_commands_are_ones_the_cli_accepts(services):
+    from evalkit.cli import register
+    from evalkit.cli.app import app
+
+    register()
+    expected = {
+        "migrate": (["db", "upgrade"], "db_upgrade", {}),
+        "edge": (
+            ["server", "--host", "0.0.0.0", "--no-worker"],
+            "server",
+            {"host": "0.0.0.0", "with_worker": False},
+        ),
+        "worker": (["worker"], "worker", {}),
+    }
+    for name, (command, function_name, arguments) in expected.items():
+        assert services[name]["command"] == command, name
+        function, bound, _ = app.parse_args(command, exit_on_error=False)
+        assert function.__name__ == function_name, name
+        assert bound.arguments == arguments, name
+    assert services["migrate"]["restart"] == "no"  # one shot
+
+
+def test_start_order_waits_on_health_and_on_the_migration(services):
+    def conditions(name: str) -> dict[str, str]:
+        return {dep: spec["condition"] for dep, spec in services[name]["depends_on"].items()}
+
+    assert conditions("migrate") == {"postgres": "service_healthy"}
+    for name in ("edge", "worker"):
+        assert conditions(name) == {
+            "postgres": "service_healthy",
+            "migrate": "service_completed_successfully",
+        }, name
+    assert conditions("proxy") == {"edge": "service_healthy"}
+
+
+def test_healthchecks(services):
+    postgres = services["postgres"]["healthcheck"]["test"]
+    assert "pg_isready" in " ".join(postgres)
+    # The edge inherits the image's HEALTHCHECK on /healthz; the others do not serve HTTP.
+    assert "healthcheck" not in services["edge"]
+    for name in ("migrate", "worker"):
+        assert services[name]["healthcheck"] == {"disable": True}, name
+
+
+def test_two_edge_replicas_behind_the_published_port(services):
+    edge, proxy = services["edge"], services["proxy"]
+    assert edge["deploy"]["replicas"] == 2
+    assert "ports" not in edge  # two replicas cannot publish one host port
+    assert edge["expose"] == ["8600"]
+    assert proxy["ports"] == ["${EVALKIT_PORT:-8600}:8600"]
+    assert "./Caddyfile:/etc/caddy/Caddyfile:ro" in proxy["volumes"]
+    caddyfile = (COMPOSE / "Caddyfile").read_text()
+    assert re.search(r"dynamic a \{\s*name edge\s*port 8600", caddyfile)
+    assert ":8600 {" in caddyfile
+
+
+def test_config_mounted_read_only_and_secrets_from_the_environment(services):
+    for name in EVALKIT_SERVICES:
+        service = services[name]
+        assert f"./config.yaml:{CONFIG_IN_CONTAINER}:ro" in service["volumes"], name
+        assert "evalkit-data:/var/lib/evalkit" in service["volumes"], name
+        env = service["environment"]
+        assert env["EVALKIT_CONFIG"] == CONFIG_IN_CONTAINER, name
+        assert "${POSTGRES_PASSWORD:?" in env["EVALKIT_DATABASE_URL"], name
+        assert env["EVALKIT_ENCRYPTION_KEY"].startswith("${EVALKIT_ENCRYPTION_KEY:?"), name
+    assert services["edge"]["environment"]["EVALKIT_ADMIN_PASSWORD"].startswith(
+        "${EVALKIT_ADMIN_PASSWORD"
+    )
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith(
+        "${POSTGRES_PASSWORD:?"
+    )
+    # Every variable the file reads is in the example .env, and .env is never committed.
+    used = set(re.findall(r"\$\{(\w+)", (COMPOSE / "docker-compose.yml").read_text()))
+    example = (COMPOSE / ".env.example").read_text()
+    listed = set(re.findall(r"^(\w+)=", example, flags=re.M))
+    assert used - {"EVALKIT_IMAGE_TAG"} <= listed, used - listed
+    assert ".env" in (COMPOSE / ".gitignore").read_text().split()
+
+
+def test_the_sample_config_loads_and_holds_no_secret():
+    path = COMPOSE / "config.yaml"
+    raw = yaml.safe_load(path.read_text())
+    assert "encryption_key" not in raw and "url" not in raw.get("database", {})
+    env = {
+        "EVALKIT_DATABASE_URL": "postgresql://evalkit:pg-secret@postgres:5432/evalkit",
+        "EVALKIT_ENCRYPTION_KEY": SECRETS["EVALKIT_ENCRYPTION_KEY"],
+    }
+    settings = load_settings(path, env=env)
+    assert settings.server.host == "0.0.0.0" and settings.server.port == 8600
+    assert settings.data_dir == "/var/lib/evalkit"
+    assert settings.resolved_blob_url == "file:///var/lib/evalkit/blobs"
+    assert settings.database.url == env["EVALKIT_DATABASE_URL"]
+
+
+def dockerfile_stages() -> dict[str, list[tuple[str, str]]]:
+    """Stage name -> its instructions as (KEYWORD, arguments), continuation lines joined."""
+    text = (COMPOSE / "Dockerfile").read_text()
+    text = re.sub(r"\\\n", " ", text)
+    stages: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        keyword, _, args = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "FROM":
+            match = re.fullmatch(r"(\S+) AS (\S+)", args.strip(), flags=re.I)
+            assert match, f"every stage is named: {line}"
+            current = stages.setdefault(match[2], [])
+        current.append((keyword, " ".join(args.split())))
+    return stages
+
+
+def test_dockerfile_builds_the_wheel_with_uv_then_installs_only_the_wheel():
+    stages = dockerfile_stages()
+    assert list(stages) == ["build", "runtime"]
+    build = " ".join(f"{k} {a}" for k, a in stages["build"])
+    assert "uv build --wheel --out-dir /dist" in build
+    assert "uv export --quiet --frozen --no-dev --no-emit-project" in build
+
+    runtime = stages["runtime"]
+    copies = [a for k, a in runtime if k in ("COPY", "ADD")]
+    # Nothing from the source tree: the only copy is the built wheel from the build stage.
+    assert copies == ["--from=build /dist/*.whl /opt/evalkit/cli/"]
+    runs = " ".join(a for k, a in runtime if k == "RUN")
+    assert "pip install --no-cache-dir --require-hashes --no-deps -r /tmp/requirements.txt" in runs
+    assert "pip install --no-cache-dir --no-deps /opt/evalkit/cli/*.whl" in runs
+    assert "from=build,source=/dist/requirements.txt" in runs
+    assert "uv" not in runs.split()
+    envs = " ".join(a for k, a in runtime if k == "ENV")
+    assert "EVALKIT_SERVER_CLI_WHEEL_DIR=/opt/evalkit/cli" in envs
+
+
+def test_dockerfile_runs_as_a_non_root_user_with_a_healthcheck():
+    runtime = dockerfile_stages()["runtime"]
+    users = [a for k, a in runtime if k == "USER"]
+    assert users == ["10001:10001"]
+    assert "useradd --system --uid 10001" in " ".join(a for k, a in runtime if k == "RUN")
+    keywords = [k for k, _ in runtime]
+    # USER comes after every RUN: nothing at run time happens as root.
+    assert keywords.index("USER") > max(i for i, k in enumerate(keywords) if k == "RUN")
+    assert ("EXPOSE", "8600") in runtime
+    health = next(a for k, a in runtime if k == "HEALTHCHECK")
+    assert "http://127.0.0.1:8600/healthz" in health
+    assert ("ENTRYPOINT", '["evalkit"]') in runtime
+
+
+def test_build_context_is_limited_to_what_the_image_needs():
+    ignore = (COMPOSE / "Dockerfile.dockerignore").read_text().split()
+    assert ignore[ignore.index("*") :][:6] == [
+        "*",
+        "!pyproject.toml",
+        "!uv.lock",
+        "!README.md",
+        "!evalkit",
+        "!docs",
+    ]
+    for needed in ("pyproject.toml", "uv.lock", "README.md", "evalkit", "docs"):
+        assert (ROOT / needed).exists(), needed
