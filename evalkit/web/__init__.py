@@ -6,13 +6,14 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from evalkit.web.page import HERE, Page
-from evalkit.web.pages import agents, datasets, docs, home
+from evalkit.web.pages import agents, datasets, docs, home, traces
 
 PAGES: list[Page] = [
     *home.PAGES,
     *datasets.PAGES,
     *agents.PAGES,
     *docs.PAGES,
+    *traces.PAGES,
 ]
 
 

@@ -17,6 +17,7 @@ from evalkit.edge.routes import (
     schedules,
     scores,
     sdk_scores,
+    session_list,
     stats,
     tokens,
     trace_check,
@@ -41,6 +42,7 @@ ENDPOINTS: list[Endpoint] = [
     *tokens.ENDPOINTS,
     *otel.ENDPOINTS,
     *trace_check.ENDPOINTS,
+    *session_list.ENDPOINTS,
     *judges.ENDPOINTS,
     *evaluators.ENDPOINTS,
 ]

@@ -1,0 +1,203 @@
+"""Traces: the OpenTelemetry sessions agents sent (``/sessions``) and one session's spans
+tree, the run that claimed it, and what its agent's span mapping made of it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.responses import Response
+
+from evalkit.edge.routes import agents, otel, session_list, trace_check, workspaces
+from evalkit.errors import NotFound
+from evalkit.model.otel import TraceCheck
+from evalkit.otel.model import Span
+from evalkit.web.page import Page, WebCall, use
+
+PAGE_SIZE = 50
+MAX_SPANS_SHOWN = 2000
+"""A session over this many spans shows its first ones in tree order and says so."""
+MAX_DEPTH_INDENT = 24
+KINDS = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
+STATUSES = {0: "unset", 1: "ok", 2: "error"}
+
+
+def _int(text: str | None, default: int, low: int, high: int) -> int:
+    if text is None or not text.isdigit():
+        return default
+    return max(low, min(high, int(text)))
+
+
+async def sessions_page(call: WebCall) -> Response:
+    query = call.request.query_params
+    workspace = query.get("workspace", "").strip()
+    agent = query.get("agent", "").strip()
+    offset = _int(query.get("offset"), 0, 0, session_list.MAX_OFFSET)
+    all_workspaces = await use(call, workspaces.workspaces_list)
+    if workspace not in {ws.name for ws in all_workspaces}:
+        workspace = ""
+    agent_names: list[str] = []
+    if workspace:
+        found = await use(call, agents.agents_list, params={"workspace": workspace})
+        agent_names = [a.name for a in found]
+    if agent not in agent_names:
+        agent = ""  # an agent of another workspace, left over from an earlier filter
+    found_page = await use(
+        call,
+        session_list.trace_sessions_list,
+        query={"workspace": workspace, "agent": agent, "offset": offset, "limit": PAGE_SIZE},
+    )
+    filters = {"workspace": workspace, "agent": agent}
+
+    def page_link(to_offset: int) -> str:
+        pairs = {k: v for k, v in {**filters, "offset": to_offset}.items() if v}
+        return "/sessions" + (f"?{urlencode(pairs)}" if pairs else "")
+
+    return call.render(
+        "sessions.html",
+        page=found_page,
+        workspaces=[ws.name for ws in all_workspaces],
+        agent_names=agent_names,
+        workspace=workspace,
+        agent=agent,
+        offset=offset,
+        prev_link=page_link(max(0, offset - PAGE_SIZE)) if offset else None,
+        next_link=page_link(offset + PAGE_SIZE) if found_page.more else None,
+    )
+
+
+@dataclass
+class SpanLine:
+    """One span as the tree shows it."""
+
+    span: Span
+    depth: int
+    orphan: bool
+    """Its parent span never arrived (or belongs to another trace): shown as a root."""
+    left: float
+    width: float
+    duration_ms: float
+    offset_ms: float
+    kind: str
+    status: str
+    attributes: list[tuple[str, str]] = field(default_factory=list)
+    events: list[tuple[str, float, list[tuple[str, str]]]] = field(default_factory=list)
+    resource: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def indent(self) -> int:
+        return min(self.depth, MAX_DEPTH_INDENT)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def span_tree(spans: list[Span]) -> tuple[list[SpanLine], float]:
+    """Spans in tree order (parents before children, siblings by start time), with their
+    bar positions relative to the whole session; and the session's length in ms."""
+    if not spans:
+        return [], 0.0
+    start = min(s.start_ns for s in spans)
+    end = max(max(s.end_ns, s.start_ns) for s in spans)
+    total = max(end - start, 1)
+    known = {(s.trace_id, s.span_id) for s in spans}
+    children: dict[tuple[str, str], list[Span]] = {}
+    roots: list[Span] = []
+    for span in spans:
+        parent = (span.trace_id, span.parent_span_id) if span.parent_span_id else None
+        if parent is not None and parent in known and parent != (span.trace_id, span.span_id):
+            children.setdefault(parent, []).append(span)
+        else:
+            roots.append(span)
+    seen: set[tuple[str, str]] = set()
+    lines: list[SpanLine] = []
+    # Roots first; then whatever a cycle of parent ids kept out of reach, as roots too.
+    for batch in (roots, sorted(spans, key=_start_key)):
+        stack = [(span, 0) for span in sorted(batch, key=_start_key, reverse=True)]
+        while stack:
+            span, depth = stack.pop()
+            key = (span.trace_id, span.span_id)
+            if key in seen:  # a span listed twice, or already placed
+                continue
+            seen.add(key)
+            lines.append(_line(span, depth, start, total))
+            kids = children.get(key, [])
+            stack.extend((kid, depth + 1) for kid in sorted(kids, key=_start_key, reverse=True))
+    return lines, total / 1e6
+
+
+def _start_key(span: Span) -> tuple[int, str]:
+    return (span.start_ns, span.span_id)
+
+
+def _line(span: Span, depth: int, start: int, total: int) -> SpanLine:
+    duration = max(span.end_ns - span.start_ns, 0)
+    return SpanLine(
+        span=span,
+        depth=depth,
+        orphan=depth == 0 and span.parent_span_id is not None,
+        left=round(100 * (span.start_ns - start) / total, 3),
+        width=round(max(100 * duration / total, 0.3), 3),
+        duration_ms=duration / 1e6,
+        offset_ms=(span.start_ns - start) / 1e6,
+        kind=KINDS.get(span.kind, str(span.kind)),
+        status=STATUSES.get(span.status_code, str(span.status_code)),
+        attributes=[(k, _value(v)) for k, v in sorted(span.attributes.items())],
+        events=[
+            (
+                e.name,
+                (e.time_ns - start) / 1e6,
+                [(k, _value(v)) for k, v in sorted(e.attributes.items())],
+            )
+            for e in span.events
+        ],
+        resource=[(k, _value(v)) for k, v in sorted(span.resource.items())],
+    )
+
+
+async def session_page(call: WebCall) -> Response:
+    params = {
+        "workspace": call.param("workspace"),
+        "agent": call.param("agent"),
+        "session": call.param("session"),
+    }
+    detail = await use(call, otel.traces_show, params=params)
+    listed = await use(
+        call,
+        session_list.trace_sessions_list,
+        query={
+            "workspace": params["workspace"],
+            "agent": params["agent"],
+            "session": params["session"],
+            "limit": 1,
+        },
+    )
+    check: TraceCheck | None = None
+    check_problem: str | None = None
+    try:
+        check = await use(call, trace_check.traces_check, params=params)
+    except NotFound as exc:  # no active mapping: the spans are still worth showing
+        check_problem = exc.message
+    lines, total_ms = span_tree(detail.spans)
+    return call.render(
+        "session.html",
+        session=detail.session,
+        run=listed.sessions[0].run if listed.sessions else None,
+        lines=lines[:MAX_SPANS_SHOWN],
+        hidden=max(0, len(lines) - MAX_SPANS_SHOWN),
+        total_ms=total_ms,
+        traces=len({s.trace_id for s in detail.spans}),
+        check=check,
+        check_problem=check_problem,
+    )
+
+
+PAGES = [
+    Page("GET", "/sessions", sessions_page),
+    Page("GET", "/sessions/{workspace}/{agent}/{session:path}", session_page),
+]
