@@ -6,12 +6,13 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from evalkit.web.page import HERE, Page
-from evalkit.web.pages import agents, datasets, docs, home, traces
+from evalkit.web.pages import admin, agents, datasets, docs, home, traces
 
 PAGES: list[Page] = [
     *home.PAGES,
     *datasets.PAGES,
     *agents.PAGES,
+    *admin.PAGES,
     *docs.PAGES,
     *traces.PAGES,
 ]
