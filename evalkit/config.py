@@ -49,6 +49,8 @@ class OidcSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     client_secret: str | None = None
     scopes: list[str] = msgspec.field(default_factory=lambda: ["openid", "profile", "email"])
     username_claim: str = "preferred_username"
+    audience: str | None = None
+    """The ``aud`` that access tokens of machine clients must carry; default: client_id."""
 
 
 class AuthSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

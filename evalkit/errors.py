@@ -10,6 +10,7 @@ EvalkitError                  anything evalkit raises on purpose; has a one-line
     ├── NotFound              404: the named thing does not exist
     ├── Conflict              409: the thing exists already or clashes with another
     ├── TooLarge              413: the request body is over its size limit
+    ├── TooManyRequests       429: too many attempts; ``retry_after`` says when to try again
     └── BadGateway            502: a harness evalkit called for the caller failed
 """
 
@@ -71,6 +72,17 @@ class Conflict(ApiError):
 class TooLarge(ApiError):
     status = 413
     code = "too-large"
+
+
+class TooManyRequests(ApiError):
+    """Sent with ``Retry-After: <retry_after>`` (seconds)."""
+
+    status = 429
+    code = "too-many-attempts"
+
+    def __init__(self, message: str, *, retry_after: int, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
 
 
 class BadGateway(ApiError):

@@ -9,7 +9,7 @@ import httpx
 import msgspec
 
 from evalkit import __version__
-from evalkit.cli import credentials
+from evalkit.cli import credentials, login_sso
 from evalkit.cli.output import CliError, note
 from evalkit.distribution import VERSION_HEADER, is_newer
 from evalkit.errors import BadRequest
@@ -60,6 +60,8 @@ class Client:
         env = os.environ.get(TOKEN_ENV)
         if env:
             return env
+        if login_sso.machine_credentials() is not None:  # CI: a machine client's token
+            return login_sso.client_credentials_token(self.base_url)
         stored = credentials.load().servers.get(self.base_url)
         return stored.token if stored else None
 

@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS, Actor
+from evalkit.auth.oidc import looks_like_jwt, oidc_actor
 from evalkit.auth.tokens import AGENT_PREFIX
 from evalkit.db import Database, IntegrityError
 from evalkit.errors import ApiError, BadRequest, DatabaseError, TooLarge, Unauthorized
@@ -49,6 +50,11 @@ class Call:
 
     def param(self, name: str) -> str:
         return str(self.request.path_params[name])
+
+    @property
+    def address(self) -> str | None:
+        """The client's address as the server saw it (login limits count per address)."""
+        return self.request.client.host if self.request.client else None
 
 
 Handler = Callable[[Call], Awaitable[Any]]
@@ -95,7 +101,9 @@ class Endpoint:
                 return result
             return json_response(result, self.status)
         except ApiError as exc:
-            return error_response(exc.status, exc.code, exc.message)
+            return error_response(
+                exc.status, exc.code, exc.message, retry_after=getattr(exc, "retry_after", None)
+            )
         except IntegrityError as exc:
             # A constraint caught what the store layer did not foresee (often a race).
             return error_response(409, "conflict", f"{exc.message} ({exc.constraint})")
@@ -118,6 +126,10 @@ async def authenticate(call: Call) -> None:
         async with call.db.connection() as conn:
             agent = await resolve_agent_token(conn, token)
         call.actor = agent.actor
+        return
+    if looks_like_jwt(token):
+        # An identity provider's access token (a machine client's, from client credentials).
+        call.actor = await oidc_actor(call.request.app.state, call.db, token)
         return
     async with call.db.connection() as conn:
         resolved = await resolve_login_token(conn, token)
@@ -154,9 +166,13 @@ def json_response(result: Any, status: int = 200) -> Response:
     return Response(_encoder.encode(result), status, media_type="application/json")
 
 
-def error_response(status: int, code: str, message: str) -> Response:
+def error_response(
+    status: int, code: str, message: str, *, retry_after: int | None = None
+) -> Response:
     body = api.Error(error=api.ErrorBody(code=code, message=message))
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
     return Response(_encoder.encode(body), status, headers=headers, media_type="application/json")
 
 

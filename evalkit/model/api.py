@@ -62,6 +62,9 @@ class UserCreate(Input):
     password: str | None = None
     """Omit to have the server generate one, returned once in the answer."""
     is_admin: bool = False
+    subject: str | None = None
+    """An identity-provider subject (``sub``) to bind: a machine client's tokens then act as
+    this user. Such a user gets no password unless one is given."""
 
 
 class UserCreated(Output):

@@ -24,27 +24,39 @@ def user_from_row(row: dict[str, Any]) -> api.User:
 
 
 async def create_user(
-    conn: Conn, username: str, password: str | None, *, is_admin: bool = False
+    conn: Conn,
+    username: str,
+    password: str | None,
+    *,
+    is_admin: bool = False,
+    subject: str | None = None,
 ) -> api.UserCreated:
-    """Create a user and their personal workspace, in the caller's transaction."""
+    """Create a user and their personal workspace, in the caller's transaction. A user bound
+    to an identity-provider ``subject`` gets no password unless one is given."""
     check_name("username", username)
     generated = None
-    if password is None:
+    if password is None and subject is None:
         password = generated = passwords.generate_password()
-    password_hash = passwords.hash_password(password)
+    password_hash = passwords.hash_password(password) if password is not None else None
     try:
         row = await conn.one(
             "user_insert",
             username=username,
             password_hash=password_hash,
             is_admin=is_admin,
-            oidc_subject=None,
+            oidc_subject=subject,
         )
         assert row is not None
         await conn.one("workspace_insert", name=username, kind="personal", owner_id=row["id"])
     except IntegrityError as exc:
         if exc.constraint == "users_username_key":
             raise Conflict(f"user {username!r} already exists", code="user-exists") from None
+        if exc.constraint == "users_oidc_subject_key":
+            raise Conflict(
+                f"the subject {subject!r} is already bound to another user; see "
+                "`evalkit users list`",
+                code="subject-taken",
+            ) from None
         if exc.constraint == "workspaces_name_key":
             raise Conflict(
                 f"a workspace named {username!r} already exists, and each user gets a personal "

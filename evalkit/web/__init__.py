@@ -6,10 +6,11 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from evalkit.web.page import HERE, Page
-from evalkit.web.pages import admin, agents, datasets, docs, home, traces
+from evalkit.web.pages import admin, agents, datasets, docs, home, sso, traces
 
 PAGES: list[Page] = [
     *home.PAGES,
+    *sso.PAGES,
     *datasets.PAGES,
     *agents.PAGES,
     *admin.PAGES,

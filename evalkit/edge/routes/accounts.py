@@ -5,14 +5,14 @@ from __future__ import annotations
 from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.model import api
-from evalkit.store import accounts, workspaces
+from evalkit.store import accounts, audit, login_limits, workspaces
 
 
 async def login(call: Call) -> api.Session:
     body: api.LoginRequest = await call.payload()
     async with call.db.connection() as conn:
-        return await accounts.login(
-            conn, body.username, body.password, call.settings.auth.token_ttl_hours
+        return await login_limits.login(
+            conn, body.username, body.password, call.settings.auth.token_ttl_hours, call.address
         )
 
 
@@ -41,8 +41,9 @@ async def users_create(call: Call) -> api.UserCreated:
     access.require_admin(call.actor, "add users")
     body: api.UserCreate = await call.payload()
     async with call.db.transaction() as conn:
+        await audit.record(conn, call.actor, "user.add", body.username, subject=body.subject)
         return await accounts.create_user(
-            conn, body.username, body.password, is_admin=body.is_admin
+            conn, body.username, body.password, is_admin=body.is_admin, subject=body.subject
         )
 
 
@@ -55,6 +56,7 @@ async def users_list(call: Call) -> list[api.User]:
 async def users_disable(call: Call) -> api.User:
     access.require_admin(call.actor, "disable users")
     async with call.db.transaction() as conn:
+        await audit.record(conn, call.actor, "user.disable", call.param("username"))
         return await accounts.disable_user(conn, call.actor, call.param("username"))
 
 

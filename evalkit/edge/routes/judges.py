@@ -9,7 +9,7 @@ from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.edge.routes.agents import secret_box
 from evalkit.errors import BadRequest
 from evalkit.model import judges as wire
-from evalkit.store import judges
+from evalkit.store import audit, judges
 
 
 def _force(call: Call) -> bool:
@@ -33,6 +33,7 @@ async def providers_create(call: Call) -> wire.LlmProvider:
     await outbound.acheck_url(body.base_url, call.settings.egress)
     box = secret_box(call) if body.api_key is not None else None
     async with call.db.transaction() as conn:
+        await audit.record(conn, call.actor, "provider.create", body.name, base_url=body.base_url)
         return await judges.create_provider(conn, call.actor, body, box)
 
 
@@ -40,6 +41,7 @@ async def providers_delete(call: Call) -> wire.LlmProviderDeleted:
     access.require_admin(call.actor, "manage LLM providers")
     force = _force(call)
     async with call.db.transaction() as conn:
+        await audit.record(conn, call.actor, "provider.delete", call.param("provider"))
         return await judges.delete_provider(conn, call.param("provider"), force=force)
 
 
@@ -53,12 +55,14 @@ async def judge_default_set(call: Call) -> wire.JudgeDefault:
     access.require_admin(call.actor, "set the default judge")
     body: wire.JudgeDefaultSet = await call.payload()
     async with call.db.transaction() as conn:
+        await audit.record(conn, call.actor, "judge.set_default", body.provider, model=body.model)
         return await judges.set_default_judge(conn, call.actor, body)
 
 
 async def judge_default_clear(call: Call) -> wire.JudgeDefaultCleared:
     access.require_admin(call.actor, "set the default judge")
     async with call.db.transaction() as conn:
+        await audit.record(conn, call.actor, "judge.clear_default", "default judge")
         return await judges.clear_default_judge(conn)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.model import api
-from evalkit.store import workspaces
+from evalkit.store import audit, workspaces
 
 
 async def workspaces_list(call: Call) -> list[api.Workspace]:
@@ -25,6 +25,7 @@ async def workspaces_create(call: Call) -> api.Workspace:
     access.require_admin(call.actor, "create shared workspaces")
     body: api.WorkspaceCreate = await call.payload()
     async with call.db.transaction() as conn:
+        await audit.record(conn, call.actor, "workspace.create", body.name)
         return await workspaces.create_shared_workspace(conn, call.actor, body.name)
 
 
@@ -37,7 +38,9 @@ async def members_list(call: Call) -> list[api.Member]:
 async def members_add(call: Call) -> api.MemberAdded:
     access.require_admin(call.actor, "manage workspace members")
     body: api.MemberAdd = await call.payload()
+    ws = call.param("workspace")
     async with call.db.transaction() as conn:
+        await audit.record(conn, call.actor, "member.add", ws, user=body.username, role=body.role)
         return await workspaces.add_member(
             conn, call.actor, call.param("workspace"), body.username, body.role
         )
@@ -45,7 +48,9 @@ async def members_add(call: Call) -> api.MemberAdded:
 
 async def members_remove(call: Call) -> None:
     access.require_admin(call.actor, "manage workspace members")
+    ws = call.param("workspace")
     async with call.db.transaction() as conn:
+        await audit.record(conn, call.actor, "member.remove", ws, user=call.param("username"))
         await workspaces.remove_member(
             conn, call.actor, call.param("workspace"), call.param("username")
         )
@@ -54,7 +59,9 @@ async def members_remove(call: Call) -> None:
 async def promotion_set(call: Call) -> api.Promotion:
     access.require_admin(call.actor, "link workspaces for promotion")
     body: api.PromotionSet = await call.payload()
+    ws = call.param("workspace")
     async with call.db.transaction() as conn:
+        await audit.record(conn, call.actor, "promotion.set", ws, promotes_to=body.target)
         return await workspaces.set_promotion(
             conn, call.actor, call.param("workspace"), body.target
         )

@@ -5,8 +5,8 @@ from __future__ import annotations
 from starlette.responses import RedirectResponse, Response
 
 from evalkit.edge.routes import agents, datasets, experiments, workspaces
-from evalkit.errors import Unauthorized
-from evalkit.store import accounts
+from evalkit.errors import TooManyRequests, Unauthorized
+from evalkit.store import accounts, login_limits
 from evalkit.web.page import (
     SESSION_COOKIE,
     Page,
@@ -15,6 +15,7 @@ from evalkit.web.page import (
     set_session,
     use,
 )
+from evalkit.web.pages.sso import sso_enabled
 
 
 async def login_form(call: WebCall) -> Response:
@@ -26,6 +27,7 @@ async def login_form(call: WebCall) -> Response:
         next=safe_next(call.request.query_params.get("next")),
         error="Your session ended; log in again." if expired else None,
         username="",
+        sso=sso_enabled(call),
     )
 
 
@@ -38,12 +40,17 @@ async def login_submit(call: WebCall) -> Response:
     target = safe_next(str(form.get("next", "")))
     try:
         async with call.db.connection() as conn:
-            session = await accounts.login(
-                conn, username, password, call.settings.auth.token_ttl_hours
+            session = await login_limits.login(
+                conn, username, password, call.settings.auth.token_ttl_hours, call.address
             )
-    except Unauthorized as exc:
+    except (Unauthorized, TooManyRequests) as exc:
         return call.render(
-            "login.html", status=401, next=target, error=exc.message, username=username
+            "login.html",
+            status=exc.status,
+            next=target,
+            error=exc.message,
+            username=username,
+            sso=sso_enabled(call),
         )
     response = RedirectResponse(target, 303)
     max_age = call.settings.auth.token_ttl_hours * 3600
