@@ -6,7 +6,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from evalkit.web.page import HERE, Page
-from evalkit.web.pages import admin, agents, datasets, docs, home, sso, traces
+from evalkit.web.pages import admin, agents, datasets, docs, experiments, home, runs, sso, traces
 
 PAGES: list[Page] = [
     *home.PAGES,
@@ -16,6 +16,8 @@ PAGES: list[Page] = [
     *admin.PAGES,
     *docs.PAGES,
     *traces.PAGES,
+    *experiments.PAGES,
+    *runs.PAGES,
 ]
 
 

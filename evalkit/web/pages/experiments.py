@@ -1,0 +1,421 @@
+"""Experiments: the list (filters, start form, score trend of a dataset), one experiment
+(scores with intervals and pass@k, charts, its runs), two side by side, and schedules.
+
+Every number comes from an API handler called as the page's user (``use``). The slow
+statistics (the summary and, above all, the comparison's bootstrap) are kept in memory
+under a key that changes whenever a score is added, so a page shows them again without
+recomputing; a comparison that is not ready within a moment renders without them and the
+page reloads itself until it is."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.responses import RedirectResponse, Response
+
+from evalkit.edge.routes import agents, datasets, experiments, run_list, schedules, stats
+from evalkit.edge.routes import workspaces as workspace_routes
+from evalkit.errors import BadRequest
+from evalkit.model import run_list as wire
+from evalkit.model.runs import ExperimentCreate
+from evalkit.model.schedules import ScheduleCreate
+from evalkit.web import charts
+from evalkit.web.page import Page, WebCall, form_struct, use
+
+PAGE_SIZE = 50
+TREND_SIZE = 30
+COMPARE_WAIT = 0.15
+"""Seconds a compare page waits for the statistics before it renders without them."""
+
+
+class Memo:
+    """Answers of slow reads by key: one computation per key however many pages ask,
+    the newest ``size`` answers kept. A key must change whenever the answer would."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._tasks: OrderedDict[Hashable, asyncio.Future[Any]] = OrderedDict()
+
+    async def get(
+        self, key: Hashable, make: Callable[[], Awaitable[Any]], wait: float | None = None
+    ) -> Any:
+        """The answer for ``key``, computed by ``make`` once; None when ``wait`` seconds
+        pass first (the computation goes on for the next caller)."""
+        task = self._tasks.get(key)
+        if task is None or (task.done() and (task.cancelled() or task.exception())):
+            task = asyncio.ensure_future(make())
+            task.add_done_callback(self._forget_failure(key))
+            self._tasks[key] = task
+            while len(self._tasks) > self.size:
+                self._tasks.popitem(last=False)
+        self._tasks.move_to_end(key)
+        if wait is None:
+            return await asyncio.shield(task)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), wait)
+        except TimeoutError:
+            return None
+
+    def _forget_failure(self, key: Hashable) -> Callable[[asyncio.Future[Any]], None]:
+        def done(task: asyncio.Future[Any]) -> None:
+            failed = task.cancelled() or task.exception() is not None
+            if failed and self._tasks.get(key) is task:
+                del self._tasks[key]
+
+        return done
+
+
+def memo(call: WebCall) -> Memo:
+    """The app's Memo (one per server: ids and keys mean nothing across databases)."""
+    state = call.request.app.state
+    if getattr(state, "web_memo", None) is None:
+        state.web_memo = Memo()
+    return state.web_memo  # type: ignore[no-any-return]
+
+
+class Fmt:
+    """Number formats the templates share (``fmt.pct(x)``); None shows as a dash."""
+
+    @staticmethod
+    def pct(value: float | None) -> str:
+        return "—" if value is None else f"{value * 100:.1f}%"
+
+    @staticmethod
+    def num(value: float | None) -> str:
+        return "—" if value is None else charts.number(value)
+
+    @staticmethod
+    def score(value: float | None) -> str:
+        return "—" if value is None else f"{value:.3f}"
+
+    @staticmethod
+    def secs(value: float | None) -> str:
+        if value is None:
+            return "—"
+        return f"{value:.2f} s" if abs(value) < 100 else f"{value:.0f} s"
+
+    @staticmethod
+    def money(value: float | None) -> str:
+        return "—" if value is None else money(value)
+
+    @staticmethod
+    def measure(name: str, value: float | None) -> str:
+        """A gauge's measurement in its unit: cost in USD, latency in seconds."""
+        if value is None:
+            return "—"
+        if name == "cost":
+            return money(value)
+        if name == "latency":
+            return Fmt.secs(value)
+        return charts.number(value)
+
+    @staticmethod
+    def p(value: float | None) -> str:
+        if value is None:
+            return "—"
+        return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+FMT = Fmt()
+
+
+def _query(call: WebCall, *names: str) -> dict[str, str]:
+    q = call.request.query_params
+    return {name: q[name] for name in names if q.get(name)}
+
+
+def pager(
+    total: int,
+    offset: int,
+    limit: int,
+    base: dict[str, str],
+    anchor: str = "",
+    param: str = "offset",
+) -> dict[str, Any]:
+    """Links to the previous and next pages, keeping the other query parameters."""
+
+    def link(at: int) -> str:
+        return "?" + urlencode({**base, param: str(at)} if at else base) + anchor
+
+    shown_to = min(offset + limit, total)
+    return {
+        "total": total,
+        "first": offset + 1 if total else 0,
+        "last": shown_to,
+        "prev": link(max(offset - limit, 0)) if offset > 0 else None,
+        "next": link(offset + limit) if offset + limit < total else None,
+    }
+
+
+# --------------------------------------------------------------------------- the list
+
+
+async def experiments_page(call: WebCall) -> Response:
+    filters = _query(call, "workspace", "dataset", "agent", "status")
+    if "@" not in filters.get("dataset", "@") and "workspace" in filters:
+        filters["dataset"] = f"{filters['dataset']}@{filters['workspace']}"
+    offset = call.request.query_params.get("offset") or "0"
+    found: wire.ExperimentPage = await use(
+        call,
+        run_list.experiments_page,
+        query={**filters, "offset": offset, "limit": PAGE_SIZE},
+    )
+    trend, trend_count = None, 0
+    if "dataset" in filters:
+        latest = found
+        if found.offset:
+            latest = await use(
+                call, run_list.experiments_page, query={**filters, "limit": TREND_SIZE}
+            )
+        shown = latest.experiments[:TREND_SIZE]
+        trend, trend_count = trend_charts(shown), len(shown)
+    choices = await _choices(call)
+    return call.render(
+        "experiments.html",
+        fmt=FMT,
+        page=found,
+        filters=filters,
+        trend=trend,
+        trend_count=trend_count,
+        pager=pager(found.total, found.offset, found.limit, filters),
+        **choices,
+    )
+
+
+def trend_charts(newest_first: list[wire.ExperimentBrief]) -> list[dict[str, Any]]:
+    """One small line chart per score name: its mean in each experiment, oldest first."""
+    ordered = list(reversed(newest_first))
+    names: dict[str, str] = {}
+    for e in ordered:
+        for s in e.scores:
+            names.setdefault(s.name, s.kind)
+    drawn = []
+    for name, kind in sorted(names.items(), key=lambda item: (item[1] == "gauge", item[0])):
+        samples = []
+        for e in ordered:
+            found = next((s for s in e.scores if s.name == name), None)
+            value = (
+                None if found is None else (found.mean if kind == "evaluator" else found.raw_mean)
+            )
+            samples.append(charts.Sample(f"#{e.id}", value, f"/experiments/{e.id}", note=e.agent))
+        if kind == "evaluator":
+            chart = charts.line(samples, what=f"mean {name}", low=0.0, high=1.0)
+        else:
+            chart = charts.line(samples, what=f"mean {name} (measured)")
+        drawn.append({"name": name, "kind": kind, "chart": chart})
+    return drawn
+
+
+async def _choices(call: WebCall) -> dict[str, Any]:
+    """What the filters and the start form offer: workspaces, datasets, agents, and which
+    of them can start an experiment (a shared Harness API agent, a dataset whose
+    experiment would land in a workspace the user writes to)."""
+    spaces = await use(call, workspace_routes.workspaces_list)
+    all_datasets = await use(call, datasets.datasets_list_all)
+    all_agents = await use(call, agents.agents_list_all)
+    kinds = {ws.name: ws for ws in spaces}
+    shared_agents = [
+        a
+        for a in all_agents
+        if a.kind == "harness" and kinds.get(a.workspace) and kinds[a.workspace].kind == "shared"
+    ]
+    startable = [
+        d
+        for d in all_datasets
+        if kinds.get(d.workspace)
+        and (kinds[d.workspace].writable or kinds[d.workspace].kind == "personal")
+    ]
+    return {
+        "workspaces": spaces,
+        "datasets": all_datasets,
+        "agents": all_agents,
+        "start_datasets": startable,
+        "start_agents": shared_agents,
+    }
+
+
+async def experiment_start(call: WebCall) -> Response:
+    form = await call.form()
+    fields = ("dataset", "agent", "split", "model", "repetitions")
+    data = {k: str(form[k]).strip() for k in fields if str(form.get(k, "")).strip()}
+    body = form_struct(ExperimentCreate, data)
+    created = await use(call, experiments.experiments_create, body=body)
+    return RedirectResponse(f"/experiments/{created.id}", 303)
+
+
+# --------------------------------------------------------------------------- one experiment
+
+
+async def experiment_page(call: WebCall) -> Response:
+    experiment_id = call.param("experiment")
+    params = {"experiment": experiment_id}
+    filters = _query(call, "state", "tag", "score", "below", "case")
+    offset = call.request.query_params.get("offset") or "0"
+    page: wire.RunPage = await use(
+        call,
+        run_list.experiment_runs,
+        params=params,
+        query={**filters, "offset": offset, "limit": PAGE_SIZE},
+    )
+    e = page.experiment
+    summary = await memo(call).get(
+        ("scores", e.id, page.score_version),
+        lambda: use(call, stats.experiment_scores, params=params),
+    )
+    drawn = await use(call, run_list.experiment_charts, params=params)
+    same_dataset: wire.ExperimentPage = await use(
+        call, run_list.experiments_page, query={"dataset": e.dataset, "limit": 100}
+    )
+    others = [x for x in same_dataset.experiments if x.id != e.id]
+    evaluators = [s.name for s in summary.scores if s.kind == "evaluator"]
+    return call.render(
+        "experiment.html",
+        fmt=FMT,
+        e=e,
+        page=page,
+        summary=summary,
+        evaluators=evaluators,
+        filters=filters,
+        pager=pager(page.total, page.offset, page.limit, filters, "#runs"),
+        histograms=[
+            {"name": s.name, "chart": charts.histogram(s.histogram.counts, 0, 1, what=s.name)}
+            for s in drawn.scores
+        ],
+        latency=_measure_chart(drawn.latency, "latency"),
+        cost=_measure_chart(drawn.cost, "cost"),
+        measures=drawn,
+        others=others,
+        states=(
+            "queued",
+            "starting",
+            "running",
+            "stopping",
+            "collecting",
+            "scoring",
+            "done",
+            "failed",
+            "errored",
+        ),
+    )
+
+
+def _measure_chart(measure: wire.Measure, what: str) -> charts.Chart | None:
+    if measure.histogram is None:
+        return None
+    h = measure.histogram
+    fmt = money if measure.unit == "USD" else charts.number
+    return charts.histogram(
+        h.counts,
+        h.low,
+        h.high,
+        what=what,
+        unit="" if measure.unit == "USD" else measure.unit,
+        fmt=fmt,
+    )
+
+
+def money(value: float) -> str:
+    """USD with two significant digits below a dollar: $0.00012, $0.25, $3.10."""
+    if value == 0:
+        return "$0"
+    sign, size = ("-" if value < 0 else ""), abs(value)
+    if size < 1e-8:
+        return f"{sign}<$0.00000001"
+    if size >= 1:
+        return f"{sign}${size:.2f}"
+    digits = max(2, -math.floor(math.log10(size)) + 1)
+    return f"{sign}${size:.{min(digits, 8)}f}"
+
+
+async def compare_choose(call: WebCall) -> Response:
+    """The "compare with…" form: the chosen experiment is the baseline, unless asked."""
+    this = call.param("experiment")
+    other = call.request.query_params.get("other", "")
+    if not (other.isdigit() and this.isdigit()):
+        raise BadRequest("choose an experiment to compare with from the list, then Compare")
+    if call.request.query_params.get("role") == "new":
+        return RedirectResponse(f"/experiments/{this}/compare/{other}", 303)
+    return RedirectResponse(f"/experiments/{other}/compare/{this}", 303)
+
+
+# --------------------------------------------------------------------------- compare
+
+
+async def compare_page(call: WebCall) -> Response:
+    params = {"experiment": call.param("experiment"), "other": call.param("other")}
+    filters = _query(call, "score", "changed")
+    offset = call.request.query_params.get("offset") or "0"
+    cases: wire.CaseComparison = await use(
+        call,
+        run_list.experiments_compare_cases,
+        params=params,
+        query={**filters, "offset": offset, "limit": PAGE_SIZE},
+    )
+    comparison = await memo(call).get(
+        ("compare", cases.a.id, cases.b.id, cases.score_version),
+        lambda: use(call, stats.experiments_compare, params=params),
+        wait=COMPARE_WAIT,
+    )
+    response = call.render(
+        "compare.html",
+        fmt=FMT,
+        a=cases.a,
+        b=cases.b,
+        cases=cases,
+        comparison=comparison,
+        filters=filters,
+        pager=pager(cases.total, cases.offset, cases.limit, filters, "#cases"),
+    )
+    if comparison is None:
+        response.headers["refresh"] = "2"
+    return response
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+async def schedules_page(call: WebCall) -> Response:
+    filters = _query(call, "workspace")
+    found = await use(call, schedules.schedules_list, query=filters)
+    choices = await _choices(call)
+    writable = {ws.name for ws in choices["workspaces"] if ws.writable}
+    return call.render(
+        "experiment_schedules.html",
+        fmt=FMT,
+        schedules=found,
+        writable=writable,
+        filters=filters,
+        **choices,
+    )
+
+
+async def schedule_create(call: WebCall) -> Response:
+    form = await call.form()
+    fields = ("dataset", "agent", "cron", "name", "split", "model", "repetitions")
+    data = {k: str(form[k]).strip() for k in fields if str(form.get(k, "")).strip()}
+    body = form_struct(ScheduleCreate, data)
+    await use(call, schedules.schedules_create, body=body)
+    return RedirectResponse("/schedules", 303)
+
+
+async def schedule_delete(call: WebCall) -> Response:
+    await call.form()
+    await use(call, schedules.schedules_delete, params={"schedule": call.param("schedule")})
+    return RedirectResponse("/schedules", 303)
+
+
+PAGES = [
+    Page("GET", "/experiments", experiments_page),
+    Page("POST", "/experiments", experiment_start),
+    Page("GET", "/experiments/{experiment}", experiment_page),
+    Page("GET", "/experiments/{experiment}/compare", compare_choose),
+    Page("GET", "/experiments/{experiment}/compare/{other}", compare_page),
+    Page("GET", "/schedules", schedules_page),
+    Page("POST", "/schedules", schedule_create),
+    Page("POST", "/schedules/{schedule}/delete", schedule_delete),
+]

@@ -1,0 +1,412 @@
+"""Experiments in the web UI and the paged reads behind them, over real experiments: the
+reference harness on loopback and the worker moving and scoring every run.
+
+Over HTTP: the runs page's filters and paging, charts, the case-by-case comparison, the
+list's filters, the start form's refusals (the API's own messages), schedules. In a real
+browser: open an experiment, compare two, start one, a phone-width page."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import httpx
+import psycopg
+import pytest
+
+from evalkit.harness.reference import Behaviour
+from evalkit.otel.mapping import load_starter
+from tests.conftest import ADMIN_PASSWORD, with_database
+from tests.integration.datasets_helpers import add_user, admin_api
+from tests.integration.runs_helpers import create_agent, engine_server, harness, wait_finished
+from tests.web.test_pages_http import csrf_of, logged_in
+
+EVALUATORS = {
+    "exact_match": True,
+    "tool_calls": {"required": ["calculator"]},
+    "latency": True,
+    "cost": True,
+}
+QUESTIONS = {"add": "What is 2 + 3?", "mul": "What is 6 * 7?", "sub": "What is 10 - 4?"}
+# v1 expects a wrong answer for sub, v2 for mul: experiment B (on v2) regresses on mul and
+# improves on sub against experiment A (on v1).
+V1 = {"add": "5", "mul": "42", "sub": "7"}
+V2 = {"add": "5", "mul": "41", "sub": "6"}
+
+
+def cases(expected: dict[str, str]) -> list[dict]:
+    return [
+        {
+            "id": case_id,
+            "content": {
+                "input": {"question": QUESTIONS[case_id]},
+                "expected": {"answer": answer},
+                "tags": ["math", "easy"] if case_id == "add" else ["math"],
+                "split": "test",
+                "evaluators": EVALUATORS,
+            },
+        }
+        for case_id, answer in expected.items()
+    ]
+
+
+@dataclass
+class Seeded:
+    server: object
+    token: str
+    a: int
+    """Experiment A: finance@dev on v1 with ref@dev."""
+    b: int
+    """Experiment B: finance@dev on v2 with ref@dev."""
+    broken: int
+    """An experiment whose harness answers invalid trajectories (case add only)."""
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def api(self, path: str, token: str | None = None, **params) -> httpx.Response:
+        return httpx.get(
+            self.server.url + path,  # type: ignore[attr-defined]
+            params=params,
+            headers={"Authorization": f"Bearer {token or self.token}"},
+            timeout=30,
+        )
+
+
+def start(server, token: str, **body) -> int:
+    r = httpx.post(
+        f"{server.url}/api/experiments",
+        json=body,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert r.status_code == 201, r.text
+    experiment_id = r.json()["id"]
+    wait_finished(server, token, experiment_id)
+    return experiment_id
+
+
+def seed(server, ref_url: str, broken_url: str) -> Seeded:
+    """@dev (shared) with finance (v1, then v2), ref@dev and broken@dev; alice writes dev
+    and has a personal agent; rita only reviews dev; sdkbot@dev is code-driven."""
+    token = httpx.post(
+        f"{server.url}/api/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}
+    ).json()["token"]
+    admin_api(server, token, "POST", "/api/workspaces", json={"name": "dev"})
+    tokens = {
+        "alice": add_user(server, token, "alice", member_of="dev"),
+        "rita": add_user(server, token, "rita", member_of="dev", role="reviewer"),
+    }
+    sync = "/api/workspaces/dev/datasets/finance/sync"
+    admin_api(server, token, "POST", sync, json={"cases": cases(V1)})
+    create_agent(server, token, "dev", "ref", ref_url)
+    create_agent(server, token, "dev", "broken", broken_url)
+    sdkbot = {"name": "sdkbot", "mapping": load_starter("openinference")}
+    admin_api(server, token, "POST", "/api/workspaces/dev/agents", json=sdkbot)
+    httpx.post(
+        f"{server.url}/api/workspaces/alice/agents",
+        json={"name": "mine", "harness_url": ref_url},
+        headers={"Authorization": f"Bearer {tokens['alice']}"},
+    ).raise_for_status()
+    a = start(server, token, dataset="finance@dev", agent="ref@dev")
+    admin_api(server, token, "POST", sync, json={"cases": cases(V2)})
+    b = start(server, token, dataset="finance@dev", agent="ref@dev")
+    broken = start(server, token, dataset="finance@dev", agent="broken@dev", case_ids=["add"])
+    return Seeded(server, token, a, b, broken, tokens)
+
+
+@pytest.fixture(scope="module")
+def seeded(pg_admin_url, template_url, tmp_path_factory):
+    """One stack for the module (seeding runs experiments through the worker): the
+    tests read it, and the few that write add things no other test counts."""
+    name = "evalkit_web_experiments"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE evalkit_template")
+    running = engine_server(with_database(pg_admin_url, name), tmp_path_factory.mktemp("web"))
+    try:
+        with harness() as ref, harness(Behaviour(invalid_trajectory=True)) as bad:
+            yield seed(running, ref.url, bad.url)
+    finally:
+        running.stop()
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+# --------------------------------------------------------------------------- the API
+
+
+def test_runs_page_filters_and_pages(seeded):
+    path = f"/api/experiments/{seeded.b}/runs"
+    page = seeded.api(path).json()
+    assert page["experiment"]["id"] == seeded.b and page["experiment"]["by_state"] == {"done": 3}
+    assert page["total"] == 3 and [r["case_id"] for r in page["runs"]] == ["add", "mul", "sub"]
+    assert page["tags"] == ["easy", "math"]
+    add = page["runs"][0]
+    scores = {s["name"]: s for s in add["scores"]}
+    assert scores["exact_match"]["value"] == 1.0 and scores["tool_calls"]["value"] == 1.0
+    assert scores["latency"]["kind"] == "gauge" and isinstance(scores["latency"]["raw"], float)
+    assert add["cost_usd"] == pytest.approx(scores["cost"]["raw"]) and add["cost_usd"] > 0
+    assert add["seconds"] is not None and add["trajectory_valid"] is True
+    assert add["tags"] == ["math", "easy"]
+
+    failing = seeded.api(path, score="exact_match", below="0.5").json()
+    assert [r["case_id"] for r in failing["runs"]] == ["mul"] and failing["total"] == 1
+    assert [r["case_id"] for r in seeded.api(path, tag="easy").json()["runs"]] == ["add"]
+    assert seeded.api(path, state="errored").json()["total"] == 0
+    assert [r["case_id"] for r in seeded.api(path, case="sub").json()["runs"]] == ["sub"]
+    second = seeded.api(path, limit="1", offset="1").json()
+    assert second["total"] == 3 and [r["case_id"] for r in second["runs"]] == ["mul"]
+    beyond = seeded.api(path, offset="10").json()
+    assert beyond["total"] == 3 and beyond["runs"] == []
+
+    for params, words in [
+        ({"state": "finished"}, "state is one of"),
+        ({"below": "0.5"}, "below needs score"),
+        ({"score": "exact_match", "below": "half"}, "below must be a number"),
+        ({"limit": "0"}, "limit must be a whole number from 1 to 200"),
+        ({"offset": "-1"}, "offset must be a whole number"),
+    ]:
+        r = seeded.api(path, **params)
+        assert r.status_code == 400 and words in r.json()["error"]["message"], (params, r.text)
+    r = seeded.api("/api/experiments/999999/runs")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "no-such-experiment"
+
+
+def test_charts_count_every_scored_run(seeded):
+    charts = seeded.api(f"/api/experiments/{seeded.b}/charts").json()
+    by_name = {s["name"]: s["histogram"]["counts"] for s in charts["scores"]}
+    assert set(by_name) == {"exact_match", "tool_calls"}  # gauges are measures, not values
+    assert by_name["exact_match"][0] == 1 and by_name["exact_match"][9] == 2
+    assert sum(by_name["tool_calls"]) == 3
+    assert charts["latency"]["runs"] == 3 and charts["latency"]["unit"] == "s"
+    assert sum(charts["latency"]["histogram"]["counts"]) == 3
+    assert charts["cost"]["runs"] == 3 and charts["cost"]["p50"] > 0
+    assert charts["cost"]["histogram"]["low"] == 0
+
+
+def test_compare_cases_puts_regressions_first(seeded):
+    path = f"/api/experiments/{seeded.a}/compare/{seeded.b}/cases"
+    found = seeded.api(path).json()
+    assert found["a"]["id"] == seeded.a and found["b"]["id"] == seeded.b
+    assert found["names"] == ["exact_match", "tool_calls"]
+    assert [c["case_id"] for c in found["cases"]] == ["mul", "sub", "add"]
+    mul = {s["name"]: s for s in found["cases"][0]["scores"]}["exact_match"]
+    assert (mul["a"], mul["b"], mul["change"]) == (1.0, 0.0, "regression")
+    sub = {s["name"]: s for s in found["cases"][1]["scores"]}["exact_match"]
+    assert sub["change"] == "improvement"
+    assert [c["regressions"] for c in found["cases"]] == [1, 0, 0]
+    changed = seeded.api(path, changed="1").json()
+    assert changed["total"] == 2 and [c["case_id"] for c in changed["cases"]] == ["mul", "sub"]
+    only = seeded.api(path, score="tool_calls").json()
+    assert all(s["name"] == "tool_calls" for c in only["cases"] for s in c["scores"])
+    late = seeded.api(path, offset="5").json()
+    assert late["total"] == 3 and late["cases"] == []
+
+
+def test_experiment_list_filters_and_means(seeded):
+    every = seeded.api("/api/experiment-list").json()
+    assert every["total"] >= 3
+    ids = [e["id"] for e in every["experiments"]]
+    assert ids == sorted(ids, reverse=True)
+    ref = seeded.api("/api/experiment-list", agent="ref@dev", dataset="finance@dev").json()
+    assert [e["id"] for e in ref["experiments"]] == [seeded.b, seeded.a]
+    means = {s["name"]: s for s in ref["experiments"][0]["scores"]}
+    assert means["exact_match"]["mean"] == pytest.approx(2 / 3)
+    assert means["exact_match"]["readings"] == 3 and means["latency"]["kind"] == "gauge"
+    assert means["latency"]["mean"] is None and means["latency"]["raw_mean"] is not None
+    paged = seeded.api("/api/experiment-list", agent="ref@dev", limit="1", offset="1").json()
+    assert paged["total"] == 2 and [e["id"] for e in paged["experiments"]] == [seeded.a]
+    assert seeded.api("/api/experiment-list", status="running").json()["experiments"] == []
+    brief = seeded.api(f"/api/experiments/{seeded.broken}/brief").json()
+    assert brief["agent"] == "broken@dev" and brief["runs"] == 1
+    r = seeded.api("/api/experiment-list", agent="nobody@dev")
+    assert r.status_code == 404
+    r = seeded.api("/api/experiment-list", status="done")
+    assert r.status_code == 400 and "running or finished" in r.text
+
+
+# --------------------------------------------------------------------------- pages
+
+
+def test_experiment_pages_render(seeded):
+    server = seeded.server
+    with logged_in(server) as web:
+        listed = web.get("/experiments")
+        assert listed.status_code == 200
+        assert f'href="/experiments/{seeded.b}"' in listed.text
+        assert "Start an experiment" in listed.text and 'value="ref@dev"' in listed.text
+        assert 'value="sdkbot@dev"' not in listed.text.split('id="start"')[1].split("</details>")[0]
+
+        trend = web.get("/experiments", params={"dataset": "finance", "workspace": "dev"})
+        assert trend.status_code == 200 and "Score trend of finance@dev" in trend.text
+        assert trend.text.count('<svg class="chart"') >= 2  # a chart per score name
+        assert f'href="/experiments/{seeded.a}"' in trend.text  # points link to experiments
+
+        detail = web.get(f"/experiments/{seeded.b}")
+        assert detail.status_code == 200
+        text = detail.text
+        assert "<h1>Experiment" in text and "exact_match" in text and "pass@" not in text
+        assert "66.7%" in text  # exact_match's pass rate, 2 of 3
+        assert "Distribution of exact_match" in text and "Latency per run" in text
+        assert 'href="/runs/' in text and 'name="other"' in text
+
+        failing = web.get(
+            f"/experiments/{seeded.b}", params={"score": "exact_match", "below": "0.5"}
+        )
+        assert failing.text.count('href="/runs/') == 1 and "1–1 of 1 runs" in failing.text
+
+        chosen = web.get(f"/experiments/{seeded.b}/compare", params={"other": str(seeded.a)})
+        assert chosen.status_code == 303
+        assert chosen.headers["location"] == f"/experiments/{seeded.a}/compare/{seeded.b}"
+
+        compared = web.get(f"/experiments/{seeded.a}/compare/{seeded.b}")
+        assert compared.status_code == 200
+        if "reloads by itself" in compared.text:  # the statistics were not ready in time
+            assert compared.headers["refresh"] == "2"
+            compared = web.get(f"/experiments/{seeded.a}/compare/{seeded.b}")
+        assert "1 regression" in compared.text and "McNemar" in compared.text
+        assert compared.text.index(">mul<") < compared.text.index(">sub<")
+
+        bad = web.get("/experiments/abc")
+        assert bad.status_code == 400 and "whole numbers" in bad.text
+        missing = web.get("/experiments/999999")
+        assert missing.status_code == 404 and "no experiment 999999" in missing.text
+
+
+def _start(web: httpx.Client, **fields) -> httpx.Response:
+    csrf = csrf_of(web.get("/experiments").text)
+    return web.post("/experiments", data={"csrf": csrf, **fields})
+
+
+def test_start_form_refusals_are_the_apis(seeded):
+    server = seeded.server
+    with logged_in(server, "alice", "alice-password") as web:
+        personal = _start(web, dataset="finance@dev", agent="mine@alice")
+        assert personal.status_code == 400
+        assert "is personal, so your CLI drives its runs" in personal.text
+        code = _start(web, dataset="finance@dev", agent="sdkbot@dev")
+        assert code.status_code == 400 and "has no harness URL: it is code-driven" in code.text
+        bad = _start(web, dataset="finance@dev", agent="ref@dev", repetitions="many")
+        assert bad.status_code == 400 and "ExperimentCreate" in bad.text
+        stale = web.post("/experiments", data={"csrf": "0" * 64, "dataset": "finance@dev"})
+        assert stale.status_code == 403 and "CSRF" in stale.text
+    with logged_in(server, "rita", "rita-password") as web:
+        page = web.get("/experiments").text
+        form = page.split('id="start"')[1].split("</details>")[0]
+        assert "finance@dev" not in form  # rita reviews dev: she may not run experiments there
+        refused = _start(web, dataset="finance@dev", agent="ref@dev")
+        assert refused.status_code == 403 and "rita" in refused.text
+
+
+def test_start_form_starts_a_server_driven_experiment(seeded):
+    with logged_in(seeded.server, "alice", "alice-password") as web:
+        r = _start(web, dataset="finance@dev", agent="ref@dev", split="test", repetitions="1")
+        assert r.status_code == 303, r.text
+        found = re.fullmatch(r"/experiments/(\d+)", r.headers["location"])
+        assert found
+        detail = wait_finished(seeded.server, seeded.token, int(found[1]))
+        assert detail["driver"] == "server" and detail["created_by"] == "alice"
+        assert detail["split"] == "test" and detail["runs"] == 3
+
+
+def test_schedules_page_create_and_delete(seeded):
+    server = seeded.server
+    with logged_in(server, "alice", "alice-password") as web:
+        csrf = csrf_of(web.get("/schedules").text)
+        bad = web.post(
+            "/schedules",
+            data={"csrf": csrf, "dataset": "finance@dev", "agent": "ref@dev", "cron": "nightly"},
+        )
+        assert bad.status_code == 400 and "cron" in bad.text
+        made = web.post(
+            "/schedules",
+            data={
+                "csrf": csrf,
+                "dataset": "finance@dev",
+                "agent": "ref@dev",
+                "cron": "0 3 * * *",
+                "name": "nightly",
+            },
+        )
+        assert made.status_code == 303 and made.headers["location"] == "/schedules"
+        shown = web.get("/schedules").text
+        assert "<strong>nightly</strong>@dev" in shown and "<code>0 3 * * *</code>" in shown
+        assert 'action="/schedules/' in shown
+    schedule_id = next(
+        s["id"] for s in seeded.api("/api/schedules").json() if s["name"] == "nightly"
+    )
+    with logged_in(server, "rita", "rita-password") as web:
+        page = web.get("/schedules").text
+        assert "nightly" in page and f'action="/schedules/{schedule_id}/delete"' not in page
+        refused = web.post(f"/schedules/{schedule_id}/delete", data={"csrf": csrf_of(page)})
+        assert refused.status_code == 403 and "rita" in refused.text
+    with logged_in(server, "alice", "alice-password") as web:
+        page = web.get("/schedules").text
+        gone = web.post(f"/schedules/{schedule_id}/delete", data={"csrf": csrf_of(page)})
+        assert gone.status_code == 303
+        assert "<strong>nightly</strong>" not in web.get("/schedules").text
+
+
+# --------------------------------------------------------------------------- the browser
+
+
+def test_browser_open_an_experiment(seeded, page, log_in):
+    url = seeded.server.url
+    log_in(url)
+    page.get_by_role("link", name="Experiments", exact=True).click()
+    page.wait_for_url(f"{url}/experiments")
+    page.shot("list")
+    page.get_by_role("link", name=str(seeded.b), exact=True).click()
+    page.wait_for_url(f"{url}/experiments/{seeded.b}")
+    assert page.get_by_role("heading", name=f"Experiment {seeded.b}").is_visible()
+    assert page.get_by_role("cell", name="exact_match", exact=True).first.is_visible()
+    assert page.locator("svg.chart").count() >= 3
+    page.shot("experiment")
+    page.locator("select[name=state]").select_option("done")
+    page.wait_for_url(re.compile(r".*state=done.*"))
+    assert page.locator("table.runs tbody tr").count() == 3
+    page.get_by_role("link", name="failing runs").first.click()
+    page.wait_for_url(re.compile(r".*below=0\.5.*"))
+    assert page.locator("table.runs tbody tr").count() == 1
+    page.shot("failing-runs")
+
+
+def test_browser_compare_two(seeded, page, log_in):
+    url = seeded.server.url
+    log_in(url)
+    page.goto(f"{url}/experiments/{seeded.b}")
+    page.get_by_label("Compare with another experiment").select_option(str(seeded.a))
+    page.get_by_role("button", name="Compare").click()
+    page.wait_for_url(f"{url}/experiments/{seeded.a}/compare/{seeded.b}")
+    page.wait_for_selector("text=McNemar", timeout=20_000)  # reloads until the stats are in
+    assert page.get_by_role("heading", name="Regressions").is_visible()
+    first_case = page.locator("#cases ~ .scroll tbody tr").first
+    assert "mul" in first_case.inner_text() and "regression" in first_case.inner_text()
+    page.shot("compare")
+    page.set_viewport_size({"width": 390, "height": 800})
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the compare page is {overflow}px wider than a phone screen"
+    page.shot("compare-phone")
+
+
+def test_browser_start_an_experiment(seeded, page, log_in):
+    url = seeded.server.url
+    log_in(url, "alice", "alice-password")
+    page.goto(f"{url}/experiments")
+    page.get_by_text("Start an experiment").click()
+    page.locator("#start select[name=dataset]").select_option("finance@dev")
+    page.locator("#start select[name=agent]").select_option("ref@dev")
+    page.locator("#start").get_by_role("button", name="Start").click()
+    page.wait_for_url(re.compile(rf"{url}/experiments/\d+$"))
+    assert page.get_by_role("heading", name=re.compile(r"Experiment \d+")).is_visible()
+    page.shot("started")
+
+
+def test_browser_experiment_fits_a_phone(seeded, page, log_in):
+    log_in(seeded.server.url)
+    page.set_viewport_size({"width": 390, "height": 800})
+    for path in (f"/experiments/{seeded.b}", "/experiments?dataset=finance%40dev", "/schedules"):
+        page.goto(seeded.server.url + path)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{path} is {overflow}px wider than a phone screen"
+    page.goto(f"{seeded.server.url}/experiments/{seeded.b}")
+    page.shot("phone")
