@@ -93,6 +93,32 @@ def _judge_from_env() -> tuple[str, str, str] | None:
     return base_url, model, key
 
 
+def _write_project(data_dir: Path, judge: tuple[str, str, str] | None) -> Path:
+    """A developer's repo for the demo: evalkit.yaml (naming, for the SDK's judge, the
+    variable that holds the judge's key: the key itself is never written) and cases/."""
+    project = data_dir / "repo"
+    project.mkdir(parents=True, exist_ok=True)
+    lines = ["cases_dir: cases"]
+    if judge is not None and judge[2]:
+        lines += [
+            "credentials:",
+            "  llm_providers:",
+            f"    {judge[0]}: {{api_key_env: {JUDGE_ENV[2]}}}",
+        ]
+    (project / "evalkit.yaml").write_text("\n".join(lines) + "\n")
+    return project
+
+
+@contextmanager
+def _working_directory(path: Path) -> Iterator[None]:
+    before = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
 def _write_suite(target: Path, judged: bool) -> Path:
     """The packaged sample suite copied under the data dir (a judge rubric added when a
     judge is configured), as a developer's repo would hold it."""
@@ -256,11 +282,13 @@ def _demo_steps(
         _configure_judge(api, *judge)
         result.judged = True
         say(f"LLM judge: {judge[1]} at {judge[0]}")
-    suite = _write_suite(data_dir / "cases", judged=judge is not None)
+    project = _write_project(data_dir, judge)
+    suite = _write_suite(project / "cases", judged=judge is not None)
     _sync(suite, base_url, api.token, say)
     with _reference_harness() as harness_url:
         ids = {HARNESS_AGENT: _run_harness_agent(api, harness_url, say)}
-        ids[TRACED_AGENT] = _run_traced_agent(api, base_url, say)
+        with _working_directory(project):  # the SDK reads evalkit.yaml from here
+            ids[TRACED_AGENT] = _run_traced_agent(api, base_url, say)
         for agent, experiment_id in ids.items():
             detail = _wait_finished(api, experiment_id, timeout=180)
             scores = api.call("GET", f"/api/experiments/{experiment_id}/scores")

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from evalkit.serve import free_port
+from tests.integration.judge_helpers import JudgeBehaviour, JudgeServer
 
 EVALKIT = str(Path(sys.executable).parent / "evalkit")
 EXPECTED_SCORES = {"contains", "exact_match", "latency", "numeric", "steps", "tool_calls"}
@@ -78,3 +79,40 @@ def test_try_refuses_a_half_configured_judge(tmp_path):
     assert r.returncode == 1
     assert "EVALKIT_TRY_JUDGE_BASE_URL" in r.stderr
     assert not (tmp_path / "d").exists()  # refused before touching anything
+
+
+def test_try_grades_with_the_llm_judge_named_by_the_environment(tmp_path):
+    with JudgeServer(JudgeBehaviour(api_key="sk-try-secret")) as judge:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EVALKIT_")}
+        env |= {
+            "EVALKIT_TRY_JUDGE_BASE_URL": judge.base_url,
+            "EVALKIT_TRY_JUDGE_MODEL": "judge-model-1",
+            "EVALKIT_TRY_JUDGE_API_KEY": "sk-try-secret",
+        }
+        r = subprocess.run(
+            [
+                EVALKIT,
+                "try",
+                "--exit",
+                "--json",
+                "--data-dir",
+                str(tmp_path / "d"),
+                "--port",
+                str(free_port()),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["judged"] is True
+        for agent, experiment in out["experiments"].items():
+            scores = {s["name"]: s for s in experiment["scores"]["scores"]}
+            assert scores["judge"]["readings"] == 4, (agent, scores.get("judge"))
+        # One grading per run of both experiments, each with the key and the model.
+        assert len(judge.requests) == 8
+        assert {q["body"]["model"] for q in judge.requests} == {"judge-model-1"}
+        assert {q["headers"]["authorization"] for q in judge.requests} == {"Bearer sk-try-secret"}
+    assert "sk-try-secret" not in r.stdout + r.stderr
