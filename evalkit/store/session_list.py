@@ -45,15 +45,23 @@ async def list_session_page(
     offset: int,
     limit: int,
 ) -> SessionPage:
-    """One page, most recently active first; one row more is read to know if more exist."""
-    rows = await conn.all(
-        "session_list_page",
-        workspace_id=workspace_id,
-        agent_id=agent_id,
-        session_id=session_id,
-        offset=offset,
-        limit=limit + 1,
-    )
+    """One page, most recently active first; one row more is read to know if more exist.
+    ``session_id`` needs ``agent_id`` (a session id is unique per agent)."""
+    if session_id is not None:
+        if agent_id is None:
+            raise ValueError("a session is looked up within its agent: pass agent_id")
+        rows = await conn.all("session_list_one", agent_id=agent_id, session_id=session_id)
+        rows = rows[offset:]
+    else:
+        page = {"offset": offset, "limit": limit + 1}
+        if agent_id is not None:
+            rows = await conn.all("session_list_page_by_agent", agent_id=agent_id, **page)
+        elif workspace_id is not None:
+            rows = await conn.all(
+                "session_list_page_by_workspace", workspace_id=workspace_id, **page
+            )
+        else:
+            rows = await conn.all("session_list_page", **page)
     return SessionPage(
         sessions=[_listed(row) for row in rows[:limit]],
         offset=offset,

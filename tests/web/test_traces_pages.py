@@ -88,6 +88,7 @@ def test_trace_sessions_api_filters_and_pages(server, traced):
         ({"agent": "bot"}, 400, "say which workspace agent 'bot' is in"),
         ({"agent": "bot@admin", "workspace": "dev"}, 400, "is not in workspace 'dev'"),
         ({"workspace": "nope"}, 404, "no workspace named 'nope'"),
+        ({"session": "s1"}, 400, "say whose session 's1' is"),
         ({"agent": "ghost@admin"}, 404, "ghost"),
     ],
 )

@@ -51,6 +51,11 @@ async def trace_sessions_list(call: Call) -> SessionPage:
             ws = await get_workspace(conn, call.actor, workspace)
             workspace_id = ws.id
             agent_id = (await get_agent(conn, ws.id, ref.name)).id
+        elif session is not None:
+            raise BadRequest(
+                f"say whose session {session!r} is: add agent=NAME@WORKSPACE (session ids "
+                "are unique per agent)"
+            )
         elif workspace is not None:
             workspace_id = (await get_workspace(conn, call.actor, workspace)).id
         return await list_session_page(
