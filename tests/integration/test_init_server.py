@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import signal
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 from evalkit.config import load_settings
 from tests.conftest import free_port
@@ -58,8 +62,19 @@ def serve_and_login(config: Path, password: str) -> str:
     return err
 
 
-def test_embedded_init_then_the_server_starts_from_the_config_alone(tmp_path):
-    config, data = tmp_path / "etc" / "config.yaml", tmp_path / "data"
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """Not under pytest's basetemp: run as root, the embedded PostgreSQL needs its parents
+    traversable, and a concurrent pytest session resets basetemp's parent to 0700."""
+    path = Path(tempfile.mkdtemp(prefix="evalkit-init-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_embedded_init_then_the_server_starts_from_the_config_alone(scratch):
+    config, data = scratch / "etc" / "config.yaml", scratch / "data"
     config.parent.mkdir()
     first = init("--config", str(config), "--data-dir", str(data), "--json")
     assert first.returncode == 0, first.stderr
