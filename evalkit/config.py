@@ -63,6 +63,9 @@ class OtelSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_batch_bytes: int = 16 * 2**20
     max_session_bytes: int = 64 * 2**20
     retention_days: int = 30
+    orphan_seconds: float = 300.0
+    """A trace whose root span has not arrived after this long without a new span takes the
+    session one of its spans names (or is listed as an orphan trace)."""
 
 
 class EgressSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -33,7 +33,9 @@ def traces_list(
     limit: Annotated[int, Parameter(help="At most this many sessions (1 to 1000).")] = 100,
     json: JsonFlag = False,
 ) -> int:
-    """List trace sessions, most recently active first."""
+    """List trace sessions, most recently active first. Orphan traces are listed too, by
+    their trace id: traces whose root span never arrived and none of whose spans names a
+    session (see otel.orphan_seconds)."""
     with Client() as client:
         if agent:
             ref = client.resolve(agent, "agent")
@@ -51,7 +53,7 @@ def traces_list(
                 f"{s.agent}@{s.workspace}",
                 s.span_count,
                 _size(s.bytes),
-                "truncated" if s.truncated else "",
+                "orphan trace" if s.unassigned else "truncated" if s.truncated else "",
                 s.run_id,
                 s.last_received_at,
             )
@@ -82,7 +84,9 @@ def traces_show(
         emit_json(detail)
         return 0
     s = detail.session
-    say(f"session {s.session_id} of {s.agent}@{s.workspace}")
+    say(f"{session_kind(s)} {s.session_id} of {s.agent}@{s.workspace}")
+    if s.unassigned:
+        say(f"  {ORPHAN_NOTE}")
     say(f"  {s.span_count} spans, {_size(s.bytes)}" + (", truncated" if s.truncated else ""))
     if s.rejected_spans:
         say(f"  {s.rejected_spans} spans refused (over otel.max_session_bytes)")
@@ -97,6 +101,16 @@ def traces_show(
         extra = f" [{kind}]" if kind else ""
         say(f"{label}{extra} {took:.1f} ms{status}  ({span.span_id})")
     return 0
+
+
+ORPHAN_NOTE = (
+    "no session: the trace's root span never arrived and none of its spans carries the "
+    "session attribute the agent's mapping names"
+)
+
+
+def session_kind(s: wire.TraceSession) -> str:
+    return "orphan trace" if s.unassigned else "session"
 
 
 def tree(spans: list[Span]) -> list[tuple[int, Span]]:

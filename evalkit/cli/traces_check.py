@@ -9,7 +9,7 @@ from cyclopts import Parameter
 from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import emit_json, say
-from evalkit.cli.traces import traces
+from evalkit.cli.traces import ORPHAN_NOTE, session_kind, traces
 from evalkit.model import otel as wire
 
 
@@ -34,7 +34,10 @@ def traces_check(
         emit_json(check)
         return 0 if check.trajectory_valid and not check.unread else 1
     s = check.session
-    say(f"session {s.session_id} of {s.agent}@{s.workspace}, mapping v{check.mapping_version}")
+    what = f"{session_kind(s)} {s.session_id} of {s.agent}@{s.workspace}"
+    say(f"{what}, mapping v{check.mapping_version}")
+    if s.unassigned:
+        say(f"  {ORPHAN_NOTE}")
     excluded = f", {check.spans_excluded} left out by exclude_spans" if check.spans_excluded else ""
     truncated = (
         " (truncated: spans over otel.max_session_bytes were refused)" if s.truncated else ""

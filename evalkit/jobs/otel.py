@@ -1,19 +1,26 @@
-"""Span partitions: created a few days ahead, dropped after ``otel.retention_days``.
+"""The collector's periodic jobs and its settle-job queueing.
 
-The migration creates today's and tomorrow's partitions and the collector creates a
-missing one itself, so a fresh server takes spans before any worker ran; this job keeps
-``DAYS_AHEAD`` days ready so the collector rarely has to.
+Span partitions: the migration creates today's and tomorrow's partitions and the collector
+creates a missing one itself, so a fresh server takes spans before any worker ran;
+``span_partitions`` keeps ``DAYS_AHEAD`` days ready so the collector rarely has to, and
+drops those past ``otel.retention_days``.
+
+Traces whose root span never arrives: the collector holds a trace's spans until its root
+comes (the root's session is the trace's). ``orphan_traces`` gives a trace that has been
+quiet for ``otel.orphan_seconds`` without its root the session one of its spans names, or
+marks it an orphan trace, listed as such by ``evalkit traces list``.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from procrastinate.exceptions import AlreadyEnqueued
 
-from evalkit.db import Conn
+from evalkit.config import OtelSettings
+from evalkit.db import Conn, Database
 from evalkit.jobs.app import app, defer, load_tasks
 
 log = logging.getLogger("evalkit.otel")
@@ -35,6 +42,68 @@ async def span_partitions(timestamp: int) -> dict[str, list[str]]:
     for name in dropped:
         log.info("dropped span partition %s (older than otel.retention_days)", name)
     return {"created": [day.isoformat() for day in created], "dropped": dropped}
+
+
+ORPHAN_BATCH = 200
+"""Traces looked at per round of the orphan job (each in its own short transaction)."""
+ORPHAN_ROUNDS = 25
+"""Rounds per run at most; what is left waits for the next minute."""
+
+
+@app.periodic(cron="* * * * *", periodic_id="orphan-traces")
+@app.task(name="orphan_traces", queueing_lock="orphan_traces")
+async def orphan_traces(timestamp: int) -> dict[str, int]:
+    """Give traces whose root span never came a session from their spans, or mark them
+    orphan traces."""
+    from evalkit.jobs.runtime import database, settings
+
+    return await settle_orphans(database(), settings().otel)
+
+
+async def settle_orphans(
+    db: Database, otel: OtelSettings, *, now: datetime | None = None
+) -> dict[str, int]:
+    """Every trace without its root span and quiet for ``otel.orphan_seconds`` at ``now``
+    either joins the session one of its spans names (first the topmost spans', per the
+    agent's mapping; a run waiting on that session gets its settle job) or becomes an orphan
+    trace. Counts of each."""
+    from evalkit.store import otel as store
+
+    before = (now or datetime.now(UTC)) - timedelta(seconds=otel.orphan_seconds)
+    counts = {"assigned": 0, "orphans": 0}
+    names: dict[int, list[str]] = {}
+    for _ in range(ORPHAN_ROUNDS):
+        async with db.connection() as conn:
+            found = await store.traces_waiting_root(conn, before, ORPHAN_BATCH)
+        for agent_id, trace_id in found:
+            async with db.transaction() as conn:
+                if agent_id not in names:
+                    names[agent_id] = await store.session_names(conn, agent_id)
+                outcome = await store.settle_orphan(
+                    conn,
+                    agent_id,
+                    trace_id,
+                    names=names[agent_id],
+                    before=before,
+                    max_session_bytes=otel.max_session_bytes,
+                )
+                if outcome is None:  # its root or a new span came meanwhile
+                    continue
+                if outcome.session_id is None:
+                    counts["orphans"] += 1
+                    continue
+                counts["assigned"] += 1
+                if outcome.waiting:
+                    await defer_settles(conn, agent_id, [outcome.session_id], 0)
+        if len(found) < ORPHAN_BATCH:
+            break
+    if counts["assigned"] or counts["orphans"]:
+        log.info(
+            "traces without their root span: %d joined the session a span names, %d orphans",
+            counts["assigned"],
+            counts["orphans"],
+        )
+    return counts
 
 
 SETTLE_TASK = "settle_session"

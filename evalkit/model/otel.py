@@ -47,6 +47,10 @@ class TraceSession(Output):
     last_span_at: datetime | None
     first_received_at: datetime
     last_received_at: datetime
+    unassigned: bool = False
+    """Not a session but an orphan trace: its root span never arrived (within
+    ``otel.orphan_seconds``) and none of its spans carries the session attribute the agent's
+    mapping names, so it belongs to no session; ``session_id`` is its trace id (hex)."""
 
 
 class TraceSessionDetail(Output):

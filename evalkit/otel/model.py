@@ -56,3 +56,17 @@ def session_id_of(span: Span, names: list[str]) -> str | None:
             if value not in (None, ""):
                 return str(value)
     return None
+
+
+def orphan_session_id(spans: list[Span], names: list[str]) -> str | None:
+    """The session of a trace whose root span never arrived, read from the spans it has: the
+    first session attribute found on its topmost spans (those whose parent is not among
+    them), then on the others, each group by start time then span id; None when no span
+    carries one."""
+    ids = {span.span_id for span in spans}
+    ordered = sorted(spans, key=lambda s: (s.parent_span_id in ids, s.start_ns, s.span_id))
+    for span in ordered:
+        found = session_id_of(span, names)
+        if found is not None:
+            return found
+    return None

@@ -108,6 +108,89 @@ JOIN spans s ON s.agent_id = t.agent_id AND s.trace_id = t.trace_id
 WHERE t.agent_id = %(agent_id)s AND t.session_id = %(session_id)s
 ORDER BY s.start_ns, s.span_id;
 
+-- name: span_list_for_trace :many
+-- Every stored span of one trace, by start time then span id.
+SELECT trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code,
+       status_message, scope, body, resource
+FROM spans
+WHERE agent_id = %(agent_id)s AND trace_id = %(trace_id)s
+ORDER BY start_ns, span_id;
+
+-- name: trace_session_list_waiting_root :many
+-- Traces still waiting for their root span that received nothing since the cutoff and that
+-- the orphan job has not looked at since their last span: oldest first.
+SELECT agent_id, trace_id
+FROM trace_sessions
+WHERE session_id IS NULL AND NOT orphan AND last_received_at < %(before)s
+ORDER BY last_received_at
+LIMIT %(limit)s;
+
+-- name: trace_session_lock_waiting_root :one
+-- One trace still waiting for its root and quiet since the cutoff, locked (no batch adds to
+-- it until the caller commits), with when its first span arrived; nothing when its root or
+-- another span came meanwhile.
+SELECT t.pending_spans, t.pending_bytes, t.first_span_at, t.last_span_at, t.last_received_at,
+       (SELECT min(k.received_at) FROM span_keys k
+        WHERE k.agent_id = t.agent_id AND k.trace_id = t.trace_id) AS first_received_at
+FROM trace_sessions t
+WHERE t.agent_id = %(agent_id)s AND t.trace_id = %(trace_id)s AND t.session_id IS NULL
+  AND NOT t.orphan AND t.last_received_at < %(before)s
+FOR UPDATE OF t;
+
+-- name: trace_session_assign_orphan :one
+-- Give a locked trace whose root never came the session one of its spans names: its held
+-- spans join the session (created when new; marked truncated when they take it over
+-- otel.max_session_bytes, as when a late root brings them); whether a run of the agent waits
+-- on that session (state collecting). Sessions are locked after traces, as in ingest.
+WITH trace AS (
+    UPDATE trace_sessions
+    SET session_id = %(session_id)s, pending_spans = 0, pending_bytes = 0, orphan = false
+    WHERE agent_id = %(agent_id)s AND trace_id = %(trace_id)s
+),
+session AS (
+    INSERT INTO sessions AS s (agent_id, session_id, span_count, bytes, truncated,
+                               first_span_at, last_span_at, first_received_at,
+                               last_received_at)
+    VALUES (%(agent_id)s, %(session_id)s, %(spans)s, %(bytes)s,
+            %(bytes)s > %(max_session_bytes)s, %(first_span_at)s, %(last_span_at)s,
+            %(first_received_at)s, %(last_received_at)s)
+    ON CONFLICT (agent_id, session_id) DO UPDATE SET
+        span_count = s.span_count + EXCLUDED.span_count,
+        bytes = s.bytes + EXCLUDED.bytes,
+        truncated = s.truncated OR (EXCLUDED.bytes > 0
+                                    AND s.bytes + EXCLUDED.bytes > %(max_session_bytes)s),
+        first_span_at = least(s.first_span_at, EXCLUDED.first_span_at),
+        last_span_at = greatest(s.last_span_at, EXCLUDED.last_span_at),
+        first_received_at = least(s.first_received_at, EXCLUDED.first_received_at),
+        last_received_at = greatest(s.last_received_at, EXCLUDED.last_received_at)
+)
+SELECT EXISTS (
+    SELECT 1 FROM runs
+    WHERE agent_id = %(agent_id)s AND session_id = %(session_id)s AND state = 'collecting'
+) AS waiting;
+
+-- name: trace_session_mark_orphan :exec
+-- Mark a locked trace whose root never came, and none of whose spans names a session, as an
+-- orphan: it stays without a session (a late root still gives it one).
+UPDATE trace_sessions SET orphan = true
+WHERE agent_id = %(agent_id)s AND trace_id = %(trace_id)s;
+
+-- name: trace_session_get_orphan :one
+-- An orphan trace, shaped as a session row whose id is the trace id (hex).
+SELECT t.agent_id, encode(t.trace_id, 'hex') AS session_id, NULL::bigint AS run_id,
+       t.first_span_at, t.last_span_at,
+       coalesce((SELECT min(k.received_at) FROM span_keys k
+                 WHERE k.agent_id = t.agent_id AND k.trace_id = t.trace_id),
+                t.last_received_at) AS first_received_at,
+       t.last_received_at, t.pending_spans AS span_count, t.pending_bytes AS bytes,
+       0 AS rejected_spans, false AS truncated, true AS unassigned,
+       a.name AS agent, w.name AS workspace
+FROM trace_sessions t
+JOIN agents a ON a.id = t.agent_id
+JOIN workspaces w ON w.id = a.workspace_id
+WHERE t.agent_id = %(agent_id)s AND t.trace_id = %(trace_id)s AND t.session_id IS NULL
+  AND t.orphan;
+
 -- name: trace_session_delete_before :exec
 -- Forget traces that received nothing since the cutoff (their spans are gone).
 DELETE FROM trace_sessions WHERE last_received_at < %(cutoff)s;
@@ -121,13 +204,28 @@ JOIN workspaces w ON w.id = a.workspace_id
 WHERE s.agent_id = %(agent_id)s AND s.session_id = %(session_id)s;
 
 -- name: session_list :many
--- Sessions, most recently active first; of one agent when agent_id is given.
-SELECT s.*, a.name AS agent, w.name AS workspace
-FROM sessions s
-JOIN agents a ON a.id = s.agent_id
+-- Sessions, and orphan traces (shaped as sessions whose id is the trace id, unassigned),
+-- most recently active first; of one agent when agent_id is given.
+SELECT x.*, a.name AS agent, w.name AS workspace
+FROM (
+    SELECT s.agent_id, s.session_id, s.run_id, s.first_span_at, s.last_span_at,
+           s.first_received_at, s.last_received_at, s.span_count, s.bytes, s.rejected_spans,
+           s.truncated, false AS unassigned
+    FROM sessions s
+    WHERE (%(agent_id)s::bigint IS NULL OR s.agent_id = %(agent_id)s)
+    UNION ALL
+    SELECT t.agent_id, encode(t.trace_id, 'hex'), NULL, t.first_span_at, t.last_span_at,
+           coalesce((SELECT min(k.received_at) FROM span_keys k
+                     WHERE k.agent_id = t.agent_id AND k.trace_id = t.trace_id),
+                    t.last_received_at),
+           t.last_received_at, t.pending_spans, t.pending_bytes, 0, false, true
+    FROM trace_sessions t
+    WHERE t.session_id IS NULL AND t.orphan
+      AND (%(agent_id)s::bigint IS NULL OR t.agent_id = %(agent_id)s)
+) AS x
+JOIN agents a ON a.id = x.agent_id
 JOIN workspaces w ON w.id = a.workspace_id
-WHERE (%(agent_id)s::bigint IS NULL OR s.agent_id = %(agent_id)s)
-ORDER BY s.last_received_at DESC, s.session_id
+ORDER BY x.last_received_at DESC, x.session_id
 LIMIT %(limit)s;
 
 -- name: session_delete_before :exec
@@ -141,7 +239,8 @@ WHERE status = 'todo' AND queueing_lock = ANY(%(locks)s::text[]);
 
 -- name: trace_session_write_many :many
 -- Write a batch back in one statement: its traces (the session once known, what is still
--- pending, times) and its sessions (spans, bytes and refusals added, times), each row found
+-- pending, times; new spans clear the orphan mark, so the orphan job looks again) and its
+-- sessions (spans, bytes and refusals added, times), each row found
 -- through its primary key (an upsert on rows the batch has locked, so the cost does not grow
 -- with the agent's stored traces); return the sessions that a run of the agent waits on
 -- (state collecting), which get a settle job. Times are RFC 3339 text.
@@ -161,7 +260,8 @@ WITH traces AS (
         pending_bytes = EXCLUDED.pending_bytes,
         first_span_at = least(t.first_span_at, EXCLUDED.first_span_at),
         last_span_at = greatest(t.last_span_at, EXCLUDED.last_span_at),
-        last_received_at = EXCLUDED.last_received_at
+        last_received_at = EXCLUDED.last_received_at,
+        orphan = false
 ),
 sessions AS (
     INSERT INTO sessions AS s (agent_id, session_id, span_count, bytes, rejected_spans,

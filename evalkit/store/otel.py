@@ -29,9 +29,10 @@ from psycopg.types.string import BytesBinaryDumper
 from evalkit.db import Conn
 from evalkit.errors import DatabaseError
 from evalkit.model import otel as wire
-from evalkit.otel.model import Span
+from evalkit.otel.model import Span, orphan_session_id, session_attribute_names
 from evalkit.otel.otlp import Incoming, any_value, span_from_row
 from evalkit.sql import queries
+from evalkit.store.agents import active_mapping
 
 DEFAULT_SESSION_ATTRIBUTES = ["session.id", "gen_ai.conversation.id"]
 """Where the session id is looked up for an agent whose active mapping names none."""
@@ -373,6 +374,88 @@ async def _copy_spans(
         raise DatabaseError(f"span_copy failed: {exc}") from exc
 
 
+# --------------------------------------------------------------------------- orphans
+
+
+async def session_names(conn: Conn, agent_id: int) -> list[str]:
+    """The attribute names the agent's active mapping reads the session id from (the
+    defaults when it has no mapping, or one that names none)."""
+    mapping = await active_mapping(conn, agent_id)
+    names = session_attribute_names(mapping[1]) if mapping else []
+    return names or list(DEFAULT_SESSION_ATTRIBUTES)
+
+
+async def traces_waiting_root(conn: Conn, before: datetime, limit: int) -> list[tuple[int, bytes]]:
+    """(agent id, trace id) of traces still without their root span, quiet since ``before``
+    and not looked at since their last span: oldest first."""
+    rows = await conn.all("trace_session_list_waiting_root", before=before, limit=limit)
+    return [(row["agent_id"], row["trace_id"]) for row in rows]
+
+
+@dataclass
+class OrphanOutcome:
+    session_id: str | None
+    """The session the trace joined, or None: it is an orphan now."""
+    waiting: bool = False
+    """A run of the agent waits on that session (it needs its settle job)."""
+
+
+async def settle_orphan(
+    conn: Conn,
+    agent_id: int,
+    trace_id: bytes,
+    *,
+    names: list[str],
+    before: datetime,
+    max_session_bytes: int,
+) -> OrphanOutcome | None:
+    """Give a trace whose root span never came (quiet since ``before``) the session one of
+    its spans names, or mark it orphan; call inside a transaction. None when the trace has
+    its root, or a new span, since it was listed."""
+    row = await conn.one(
+        "trace_session_lock_waiting_root", agent_id=agent_id, trace_id=trace_id, before=before
+    )
+    if row is None:
+        return None
+    spans = await spans_for_trace(conn, agent_id, trace_id)
+    session_id = orphan_session_id(spans, names)
+    if session_id is None:
+        await conn.execute("trace_session_mark_orphan", agent_id=agent_id, trace_id=trace_id)
+        return OrphanOutcome(None)
+    answer = await conn.one(
+        "trace_session_assign_orphan",
+        agent_id=agent_id,
+        trace_id=trace_id,
+        session_id=session_id,
+        spans=row["pending_spans"],
+        bytes=row["pending_bytes"],
+        max_session_bytes=max_session_bytes,
+        first_span_at=row["first_span_at"],
+        last_span_at=row["last_span_at"],
+        first_received_at=row["first_received_at"] or row["last_received_at"],
+        last_received_at=row["last_received_at"],
+    )
+    return OrphanOutcome(session_id, waiting=bool(answer and answer["waiting"]))
+
+
+def _trace_id(text: str) -> bytes | None:
+    """A trace id given as 32 hex digits, or None."""
+    if len(text) != 32:
+        return None
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        return None
+
+
+async def orphan_row(conn: Conn, agent_id: int, session_id: str) -> dict[str, Any] | None:
+    """The orphan trace whose id (hex) is ``session_id``, as a session row, or None."""
+    trace_id = _trace_id(session_id)
+    if trace_id is None:
+        return None
+    return await conn.one("trace_session_get_orphan", agent_id=agent_id, trace_id=trace_id)
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -381,6 +464,20 @@ async def spans_for_session(conn: Conn, agent_id: int, session_id: str) -> list[
     rows = await conn.all("span_list_for_session", agent_id=agent_id, session_id=session_id)
     resources: dict[bytes, dict[str, Any]] = {}
     return [span_from_row(row, resources) for row in rows]
+
+
+async def spans_for_trace(conn: Conn, agent_id: int, trace_id: bytes) -> list[Span]:
+    """Every stored span of one trace, by start time then span id, as received."""
+    rows = await conn.all("span_list_for_trace", agent_id=agent_id, trace_id=trace_id)
+    resources: dict[bytes, dict[str, Any]] = {}
+    return [span_from_row(row, resources) for row in rows]
+
+
+async def spans_for_row(conn: Conn, agent_id: int, row: dict[str, Any]) -> list[Span]:
+    """The spans of what :func:`session_row` or :func:`orphan_row` returned."""
+    if row.get("unassigned"):
+        return await spans_for_trace(conn, agent_id, bytes.fromhex(row["session_id"]))
+    return await spans_for_session(conn, agent_id, row["session_id"])
 
 
 async def session_row(conn: Conn, agent_id: int, session_id: str) -> dict[str, Any] | None:
@@ -402,6 +499,7 @@ def session_from_row(row: dict[str, Any]) -> wire.TraceSession:
         last_span_at=row["last_span_at"],
         first_received_at=row["first_received_at"],
         last_received_at=row["last_received_at"],
+        unassigned=row.get("unassigned", False),
     )
 
 

@@ -41,10 +41,9 @@ from evalkit.errors import (
 from evalkit.jobs.otel import defer_settles
 from evalkit.model import otel as wire
 from evalkit.model.names import parse_ref
-from evalkit.otel.model import session_attribute_names
 from evalkit.otel.otlp import Decoded, NotTraces, decode_json, decode_protobuf
 from evalkit.store import otel as store
-from evalkit.store.agents import AgentRow, active_mapping, get_agent, get_agent_by_id
+from evalkit.store.agents import AgentRow, get_agent, get_agent_by_id
 from evalkit.store.workspaces import get_workspace
 
 log = logging.getLogger("evalkit.otel")
@@ -194,10 +193,7 @@ class Collector:
         cached = self.names.get(agent_id)
         if cached is not None and cached[0] > now:
             return cached[1]
-        mapping = await active_mapping(conn, agent_id)
-        names = (session_attribute_names(mapping[1]) if mapping else []) or list(
-            store.DEFAULT_SESSION_ATTRIBUTES
-        )
+        names = await store.session_names(conn, agent_id)
         if len(self.names) > 10_000:
             self.names.clear()
         self.names[agent_id] = (now + MAPPING_TTL_SECONDS, names)
@@ -449,13 +445,15 @@ async def traces_show(call: Call) -> wire.TraceSessionDetail:
     async with call.db.connection() as conn:
         agent = await _agent(call, conn)
         row = await store.session_row(conn, agent.id, session_id)
+        if row is None:  # or an orphan trace, listed by its trace id
+            row = await store.orphan_row(conn, agent.id, session_id)
         if row is None:
             raise NotFound(
                 f"agent {agent.ref} has no session {session_id!r}; see "
                 f"`evalkit traces list --agent {agent.ref}`",
                 code="no-such-session",
             )
-        spans = await store.spans_for_session(conn, agent.id, session_id)
+        spans = await store.spans_for_row(conn, agent.id, row)
     return wire.TraceSessionDetail(session=store.session_from_row(row), spans=spans)
 
 
@@ -488,7 +486,8 @@ ENDPOINTS = [
         "GET",
         "/api/traces",
         traces_list_all,
-        "Trace sessions of every agent, most recently active first (?limit=, default 100)",
+        "Trace sessions of every agent, and orphan traces (no root span, no session "
+        "attribute), most recently active first (?limit=, default 100)",
         returns=list[wire.TraceSession],
         tags=["otel"],
     ),
@@ -496,7 +495,8 @@ ENDPOINTS = [
         "GET",
         _SESSIONS,
         traces_list,
-        "An agent's trace sessions, most recently active first (?limit=, default 100)",
+        "An agent's trace sessions, and its orphan traces (no root span, no session "
+        "attribute), most recently active first (?limit=, default 100)",
         returns=list[wire.TraceSession],
         tags=["otel"],
     ),
@@ -504,7 +504,8 @@ ENDPOINTS = [
         "GET",
         _SESSIONS + "/{session}",
         traces_show,
-        "One trace session with its spans as received, by start time",
+        "One trace session (or orphan trace, by its trace id) with its spans as received, "
+        "by start time",
         returns=wire.TraceSessionDetail,
         tags=["otel"],
     ),

@@ -22,6 +22,8 @@ async def traces_check(call: Call) -> wire.TraceCheck:
         ws = await get_workspace(conn, call.actor, call.param("workspace"))
         agent = await get_agent(conn, ws.id, call.param("agent"))
         row = await store.session_row(conn, agent.id, session_id)
+        if row is None:  # or an orphan trace, by its trace id
+            row = await store.orphan_row(conn, agent.id, session_id)
         if row is None:
             raise NotFound(
                 f"agent {agent.ref} has no session {session_id!r}: no span with that session "
@@ -37,7 +39,7 @@ async def traces_check(call: Call) -> wire.TraceCheck:
                 f"mapping set {agent.ref} FILE --activate`",
                 code="no-active-mapping",
             )
-        spans = await store.spans_for_session(conn, agent.id, session_id)
+        spans = await store.spans_for_row(conn, agent.id, row)
     session = store.session_from_row(row)
     built = build_trajectory(
         spans,
