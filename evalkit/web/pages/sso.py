@@ -106,11 +106,13 @@ async def sso_callback(call: WebCall) -> Response:
         return _login_again(
             call, "The sign-in took too long or started in another browser; try again."
         )
+    if params.get("error"):
+        # Shown even without a matching state (some providers leave it out of errors):
+        # nothing is signed in on this path.
+        reason = params["error"]
+        return _login_again(call, f"The identity provider did not sign you in: {reason}.", 401)
     if not hmac.compare_digest(params.get("state", ""), flow["state"]):
         return _login_again(call, "The sign-in's state does not match; start it again.")
-    if params.get("error"):
-        reason = params.get("error_description") or params["error"]
-        return _login_again(call, f"The identity provider did not sign you in: {reason}.", 401)
     code = params.get("code")
     if not code:
         return _login_again(call, "The identity provider sent no code back; try again.")
