@@ -62,22 +62,9 @@ class Incoming:
     message: Any
     """The decoded Span message (for the attributes of the few spans whose session is read)."""
     resource: dict[str, Any]
-
-    @property
-    def size(self) -> int:
-        return len(self.body) + len(self.name) + SPAN_OVERHEAD
-
-    def lookup(self) -> Span:
-        """A Span with just what :func:`evalkit.otel.model.session_id_of` reads."""
-        return Span(
-            trace_id="",
-            span_id="",
-            name=self.name,
-            start_ns=self.start_ns,
-            end_ns=self.end_ns,
-            attributes=attributes(self.message.attributes),
-            resource=self.resource,
-        )
+    size: int
+    """What the span counts against ``otel.max_session_bytes``: its encoding, its name and
+    ``SPAN_OVERHEAD``."""
 
 
 @dataclass(slots=True)
@@ -244,22 +231,24 @@ def _hex(value: bytes) -> str:
 
 
 def spans_of(request: ExportTraceServiceRequest) -> Decoded:
+    """The request's spans, each checked and read out (the per-span loop of every export:
+    positional construction and no helper calls, as it runs for every span received)."""
     decoded = Decoded()
     out = decoded.spans
+    append = out.append
     for rs in request.resource_spans:
         resource = attributes(rs.resource.attributes)
         resource_body = rs.resource.SerializeToString()
         for ss in rs.scope_spans:
-            scope = ss.scope.name or None
+            scope = _text(ss.scope.name) if ss.scope.name else None
             for sp in ss.spans:
-                trace_id, span_id = sp.trace_id, sp.span_id
-                parent = sp.parent_span_id or None
+                trace_id, span_id, parent = sp.trace_id, sp.span_id, sp.parent_span_id
                 if (
                     len(trace_id) != 16
                     or len(span_id) != 8
                     or trace_id == ZERO_TRACE
                     or span_id == ZERO_SPAN
-                    or (parent is not None and len(parent) != 8)
+                    or (parent and len(parent) != 8)
                 ):
                     decoded.bad_ids += 1
                     continue
@@ -267,23 +256,32 @@ def spans_of(request: ExportTraceServiceRequest) -> Decoded:
                 if start > INT64_MAX or end > INT64_MAX:
                     decoded.bad_times += 1
                     continue
-                status = sp.status
-                out.append(
+                name = sp.name
+                if "\x00" in name:
+                    name = _text(name)
+                code, message = 0, None
+                if sp.HasField("status"):
+                    status = sp.status
+                    code = status.code
+                    message = _text(status.message) if status.message else None
+                body = sp.SerializeToString()
+                append(
                     Incoming(
-                        trace_id=trace_id,
-                        span_id=span_id,
-                        parent_span_id=parent if parent != ZERO_SPAN else None,
-                        name=_text(sp.name),
-                        kind=sp.kind,
-                        start_ns=start,
-                        end_ns=end,
-                        status_code=status.code,
-                        status_message=_text(status.message) if status.message else None,
-                        body=sp.SerializeToString(),
-                        resource_body=resource_body,
-                        scope=_text(scope) if scope else None,
-                        message=sp,
-                        resource=resource,
+                        trace_id,
+                        span_id,
+                        parent if parent and parent != ZERO_SPAN else None,
+                        name,
+                        sp.kind,
+                        start,
+                        end,
+                        code,
+                        message,
+                        body,
+                        resource_body,
+                        scope,
+                        sp,
+                        resource,
+                        len(body) + len(name) + SPAN_OVERHEAD,
                     )
                 )
     return decoded
