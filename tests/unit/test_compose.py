@@ -225,3 +225,20 @@ def test_build_context_is_limited_to_what_the_image_needs():
     ]
     for needed in ("pyproject.toml", "uv.lock", "README.md", "evalkit", "docs"):
         assert (ROOT / needed).exists(), needed
+
+
+def test_deploy_doc_yaml_parses_and_the_collector_recipe_reaches_the_collector():
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    blocks = [yaml.safe_load(b) for b in re.findall(r"^```yaml\n(.*?)^```", text, re.M | re.S)]
+    collector = next(b for b in blocks if "exporters" in b)
+    exporter = collector["exporters"]["otlphttp/evalkit"]
+    assert exporter["traces_endpoint"].endswith("/api/otel/v1/traces")
+    assert exporter["headers"]["Authorization"] == "Bearer ${env:EVALKIT_OTEL_TOKEN}"
+    assert re.fullmatch(r"[\w-]+@[\w-]+", exporter["headers"]["X-Evalkit-Agent"])
+    traces = collector["service"]["pipelines"]["traces"]
+    assert "otlphttp/evalkit" in traces["exporters"]
+    assert set(traces["exporters"]) <= set(collector["exporters"])
+    assert set(traces["receivers"]) <= set(collector["receivers"])
+    assert set(traces["processors"]) <= set(collector["processors"])
+    # Only the traces pipeline: the collector answers 404 to metrics and logs.
+    assert set(collector["service"]["pipelines"]) == {"traces"}
