@@ -16,7 +16,7 @@ from evalkit.errors import BadRequest, Conflict, Unauthorized
 from evalkit.model import api
 from evalkit.model.names import NAME_RULE, check_name
 from evalkit.model.sso import PasswordReset
-from evalkit.store import accounts
+from evalkit.store import accounts, login_limits
 
 
 async def actor_for_subject(conn: Conn, subject: str, issuer: str) -> Actor:
@@ -131,4 +131,5 @@ async def reset_password(conn: Conn, username: str) -> PasswordReset:
         "user_set_password", username=username, password_hash=passwords.hash_password(password)
     )
     revoked = await conn.execute("login_token_revoke_others", user_id=target["id"], token_id=None)
+    await conn.execute("login_failure_clear", key=login_limits.user_key(username))
     return PasswordReset(username=username, generated_password=password, tokens_revoked=revoked)

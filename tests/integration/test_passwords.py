@@ -178,3 +178,13 @@ def test_audit_log_records_admin_actions(as_admin, server, api_login):
     bob = api_login("bob", "bob-pass-12")
     refused = cli("audit", token=bob)
     assert refused.code == 1 and "[admin-only]" in refused.err
+
+
+def test_reset_ends_a_lockout(as_admin, server):
+    cli = as_admin
+    cli("users", "add", "alice", "--password-stdin", stdin="alice-pass-1\n")
+    for _ in range(5):
+        assert login(server, "alice", "wrong-password").status_code == 401
+    assert login(server, "alice", "alice-pass-1").status_code == 429
+    new_password = cli("users", "reset", "alice", "--json").json["generated_password"]
+    assert login(server, "alice", new_password).status_code == 200
