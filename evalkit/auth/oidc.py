@@ -260,8 +260,10 @@ class Provider:
                 "`evalkit login --sso` on a machine with a browser (loopback redirect)",
                 code="no-device-flow",
             )
-        data = {"client_id": self.settings.client_id, "scope": " ".join(self.settings.scopes)}
-        response = await self._post(endpoint, data, "its device authorization endpoint")
+        data = {"scope": " ".join(self.settings.scopes)}
+        response = await self._post(
+            endpoint, data, "its device authorization endpoint", client_auth=True
+        )
         body = self._json_body(response, "its device authorization endpoint")
         if response.status_code != 200:
             raise BadGateway(

@@ -186,6 +186,11 @@ def test_token_checks(sso_server, idp, admin_token):
     ).raise_for_status()
     ok = bearer(sso_server, idp.access_token("ci"))
     assert ok.status_code == 200 and ok.json()["user"]["username"] == "ci-bot"
+    logout = httpx.post(
+        f"{sso_server.url}/api/auth/logout",
+        headers={"Authorization": f"Bearer {idp.access_token('ci')}"},
+    )
+    assert logout.status_code == 400 and logout.json()["error"]["code"] == "not-revocable"
 
     def refused(token: str, code: str, words: str) -> None:
         r = bearer(sso_server, token)

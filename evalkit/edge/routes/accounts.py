@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
+from evalkit.errors import BadRequest
 from evalkit.model import api
 from evalkit.store import accounts, audit, login_limits, workspaces
 
@@ -18,7 +19,12 @@ async def login(call: Call) -> api.Session:
 
 async def logout(call: Call) -> None:
     access.require_read(call.actor)
-    assert call.token_id is not None
+    if call.token_id is None:
+        raise BadRequest(
+            "this call came with an identity provider's access token, which only the provider "
+            "can revoke; it expires by itself",
+            code="not-revocable",
+        )
     async with call.db.connection() as conn:
         await accounts.revoke_login_token(conn, call.token_id)
 
