@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 
 import httpx
+import psycopg
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -247,3 +248,60 @@ def test_session_over_its_cap_is_truncated(database_url, tmp_path):
         assert row["truncated"] and row["rejected"] == 12 - stored and row["bytes"] <= 2500
     finally:
         server.stop()
+
+
+def test_a_span_twice_in_one_export_is_stored_once(server, agent_token):
+    with recorder() as (tracer, memory):
+        agent_session(tracer, "s1")
+        spans = memory.get_finished_spans()
+    r = api(
+        server,
+        agent_token,
+        "POST",
+        TRACES,
+        content=protobuf_body([*spans, spans[0], spans[1]]),
+        headers={"Content-Type": "application/x-protobuf"},
+    )
+    assert r.status_code == 200 and r.content == b""
+    assert len(stored_spans(server)) == 3
+    assert sessions(server)["s1"]["spans"] == 3
+
+
+def test_concurrent_exports_of_one_session_count_exactly(server, agent_token):
+    """Batches that share traces and a session, children and roots apart, some spans sent
+    twice, all at once: every span stored once and counted once, no trace left pending."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with recorder() as (tracer, memory):
+        for n in range(12):
+            agent_session(tracer, "shared", f"question {n}")
+        spans = memory.get_finished_spans()
+    children = [s for s in spans if s.parent is not None]
+    roots = [s for s in spans if s.parent is None]
+    batches = [children[i::4] for i in range(4)] + [roots[i::3] for i in range(3)]
+    batches += [spans[::5], roots[:2] + children[:2]]  # repeats of spans sent elsewhere
+
+    def post(batch):
+        return api(
+            server,
+            agent_token,
+            "POST",
+            TRACES,
+            content=protobuf_body(batch),
+            headers={"Content-Type": "application/x-protobuf"},
+        )
+
+    with ThreadPoolExecutor(len(batches)) as pool:
+        answers = list(pool.map(post, batches))
+    assert [r.status_code for r in answers] == [200] * len(batches)
+    assert all(r.content == b"" for r in answers)
+    assert len(stored_spans(server)) == len(spans) == 36
+    row = sessions(server)["shared"]
+    assert (row["spans"], row["truncated"]) == (36, False)
+    with psycopg.connect(server.db_url) as conn:
+        pending = conn.execute(
+            "SELECT count(*) FROM trace_sessions WHERE session_id IS DISTINCT FROM 'shared' "
+            "OR pending_spans <> 0"
+        ).fetchone()[0]
+        total = conn.execute("SELECT sum(size) FROM spans").fetchone()[0]
+    assert pending == 0 and row["bytes"] == total
