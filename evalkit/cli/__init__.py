@@ -28,6 +28,7 @@ def register() -> None:
         schedules,
         scores,
         server,
+        skills,
         sync,
         tokens,
         traces,
