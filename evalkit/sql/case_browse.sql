@@ -1,17 +1,20 @@
 -- name: case_search_in_dataset :many
 -- One page of a dataset's cases at their current version, filtered by state, tag, split and
--- a piece of the id; every row carries the total; an empty page is one row of nulls.
-WITH cur AS (
-    SELECT DISTINCT ON (c.id) c.case_id, v.version, v.review_state, v.removed,
-           v.overlay_target, v.source, v.created_at,
+-- a piece of the id; every row carries the total and the tags and splits of the live cases
+-- (the filter choices); an empty page is one row with null case columns.
+WITH cur AS MATERIALIZED (
+    SELECT c.case_id, v.version, v.review_state, v.removed, v.overlay_target, v.source,
+           v.created_at,
            CASE WHEN jsonb_typeof(v.content -> 'tags') = 'array'
                 THEN v.content -> 'tags' ELSE '[]'::jsonb END AS tags,
            CASE WHEN jsonb_typeof(v.content -> 'split') = 'string'
                 THEN v.content ->> 'split' END AS split
-    FROM cases c JOIN case_versions v ON v.case_pk = c.id
+    FROM cases c
+    CROSS JOIN LATERAL (
+        SELECT * FROM case_versions cv WHERE cv.case_pk = c.id ORDER BY cv.version DESC LIMIT 1
+    ) v
     WHERE c.dataset_id = %(dataset_id)s
-    ORDER BY c.id, v.version DESC
-), hits AS (
+), hits AS MATERIALIZED (
     SELECT * FROM cur
     WHERE CASE %(state)s::text
             WHEN 'all' THEN true
@@ -23,45 +26,38 @@ WITH cur AS (
       AND (%(split)s::text IS NULL OR split = %(split)s::text)
       AND (%(text)s::text IS NULL OR strpos(lower(case_id), lower(%(text)s::text)) > 0)
 )
-SELECT t.total, h.case_id, h.version, h.review_state, h.removed, h.overlay_target, h.source,
-       h.created_at, h.tags, h.split
-FROM (SELECT count(*) AS total FROM hits) t
+SELECT t.total, t.all_tags, t.all_splits, h.case_id, h.version, h.review_state, h.removed,
+       h.overlay_target, h.source, h.created_at, h.tags, h.split
+FROM (
+    SELECT
+        (SELECT count(*) FROM hits) AS total,
+        COALESCE((
+            SELECT jsonb_agg(tag ORDER BY tag) FROM (
+                SELECT DISTINCT tag
+                FROM cur, jsonb_array_elements_text(cur.tags) AS tag
+                WHERE NOT cur.removed
+            ) used
+        ), '[]'::jsonb) AS all_tags,
+        COALESCE((
+            SELECT jsonb_agg(split ORDER BY split) FROM (
+                SELECT DISTINCT split FROM cur WHERE NOT removed AND split IS NOT NULL
+            ) used
+        ), '[]'::jsonb) AS all_splits
+) t
 LEFT JOIN LATERAL (
     SELECT * FROM hits ORDER BY case_id LIMIT %(limit)s OFFSET %(offset)s
 ) h ON true;
 
--- name: case_facets_in_dataset :one
--- The tags and splits a dataset's live cases use, sorted, to offer as filters.
-WITH cur AS (
-    SELECT DISTINCT ON (c.id) v.content, v.removed
-    FROM cases c JOIN case_versions v ON v.case_pk = c.id
-    WHERE c.dataset_id = %(dataset_id)s
-    ORDER BY c.id, v.version DESC
-), live AS (
-    SELECT content FROM cur WHERE NOT removed
-)
-SELECT
-    COALESCE((
-        SELECT jsonb_agg(DISTINCT tag ORDER BY tag)
-        FROM live, jsonb_array_elements_text(
-            CASE WHEN jsonb_typeof(content -> 'tags') = 'array'
-                 THEN content -> 'tags' ELSE '[]'::jsonb END
-        ) AS tag
-    ), '[]'::jsonb) AS tags,
-    COALESCE((
-        SELECT jsonb_agg(DISTINCT content ->> 'split' ORDER BY content ->> 'split')
-        FROM live WHERE jsonb_typeof(content -> 'split') = 'string'
-    ), '[]'::jsonb) AS splits;
-
 -- name: case_version_list_promotions :many
--- Approved copies made by promotion into or out of a dataset (optionally of one case id),
--- newest first, with the version each came from; every row carries the total.
+-- The approved copies promotion made from a source dataset into a target dataset
+-- (optionally of one case id), newest first, with the version each came from; every row
+-- carries the total.
 SELECT tc.case_id, tw.name AS target_workspace, td.name AS target_dataset,
        tv.version AS target_version, sw.name AS source_workspace, sd.name AS source_dataset,
        sv.version AS source_version, tv.review_state, tv.created_at, u.username AS actor,
        count(*) OVER () AS total
-FROM case_versions tv
-JOIN cases tc ON tc.id = tv.case_pk
+FROM cases tc
+JOIN case_versions tv ON tv.case_pk = tc.id
 JOIN datasets td ON td.id = tc.dataset_id
 JOIN workspaces tw ON tw.id = tc.workspace_id
 JOIN case_versions sv ON sv.id = tv.promoted_from
@@ -69,8 +65,7 @@ JOIN cases sc ON sc.id = sv.case_pk
 JOIN datasets sd ON sd.id = sc.dataset_id
 JOIN workspaces sw ON sw.id = sc.workspace_id
 LEFT JOIN users u ON u.id = tv.created_by
-WHERE (tc.dataset_id = %(dataset_id)s OR sc.dataset_id = %(dataset_id)s)
-  AND (%(case_id)s::text IS NULL OR tc.case_id = %(case_id)s::text
-       OR sc.case_id = %(case_id)s::text)
+WHERE tc.dataset_id = %(target_dataset_id)s AND sc.dataset_id = %(source_dataset_id)s
+  AND (%(case_id)s::text IS NULL OR tc.case_id = %(case_id)s::text)
 ORDER BY tv.created_at DESC, tv.id DESC
 LIMIT %(limit)s OFFSET %(offset)s;

@@ -7,12 +7,13 @@ from typing import Any
 
 import yaml
 
+from evalkit.auth.access import Actor
 from evalkit.db import Conn
 from evalkit.errors import NotFound
 from evalkit.model import case_browse as wire
 from evalkit.model.datasets import CaseVersion
 from evalkit.store.datasets import dataset_id
-from evalkit.store.workspaces import WorkspaceRow
+from evalkit.store.workspaces import WorkspaceRow, get_workspace
 
 # The order a case file is usually written in; other keys follow, sorted.
 _CASE_KEY_ORDER = ("overlay", "input", "expected", "tags", "split", "evaluators")
@@ -41,8 +42,6 @@ async def search_cases(
         offset=offset,
         limit=limit,
     )
-    facets = await conn.one("case_facets_in_dataset", dataset_id=ds_id)
-    assert facets is not None
     return wire.CasePage(
         workspace=ws.facts.name,
         dataset=dataset,
@@ -64,8 +63,8 @@ async def search_cases(
             for r in rows
             if r["case_id"] is not None
         ],
-        tags=facets["tags"],
-        splits=facets["splits"],
+        tags=rows[0]["all_tags"],
+        splits=rows[0]["all_splits"],
     )
 
 
@@ -134,6 +133,7 @@ async def diff_versions(
 
 async def list_promotions(
     conn: Conn,
+    actor: Actor,
     ws: WorkspaceRow,
     dataset: str,
     *,
@@ -141,14 +141,24 @@ async def list_promotions(
     offset: int,
     limit: int,
 ) -> wire.PromotionPage:
+    """Promotion copies into the same-named dataset of the target: this dataset's own cases
+    for a target, its namesake in the target for a source (promotion keeps the name)."""
     ds_id = await dataset_id(conn, ws, dataset)
-    rows = await conn.all(
-        "case_version_list_promotions",
-        dataset_id=ds_id,
-        case_id=case_id,
-        offset=offset,
-        limit=limit,
-    )
+    rows: list[dict[str, Any]] = []
+    other_name = ws.promoted_from or ws.promotes_to
+    if other_name is not None:
+        other = await get_workspace(conn, actor, other_name)
+        found = await conn.one("dataset_get_id", workspace_id=other.id, name=dataset)
+        if found is not None:
+            source, target = (found["id"], ds_id) if ws.promoted_from else (ds_id, found["id"])
+            rows = await conn.all(
+                "case_version_list_promotions",
+                target_dataset_id=target,
+                source_dataset_id=source,
+                case_id=case_id,
+                offset=offset,
+                limit=limit,
+            )
     return wire.PromotionPage(
         workspace=ws.facts.name,
         dataset=dataset,

@@ -68,6 +68,7 @@ async def promotions_list(call: Call) -> wire.PromotionPage:
         ws = await get_workspace(conn, call.actor, call.param("workspace"))
         return await case_browse.list_promotions(
             conn,
+            call.actor,
             ws,
             call.param("dataset"),
             case_id=_text(call, "case"),
@@ -118,8 +119,8 @@ ENDPOINTS = [
         "GET",
         _DS + "/promotions",
         promotions_list,
-        "Approved versions promotion copied into this dataset (a target) or out of it (a "
-        "source), newest first; case, offset, limit",
+        "Approved versions promotion copied into this dataset (a target) or out of it into "
+        "its namesake in the target (a source), newest first; case, offset, limit",
         returns=wire.PromotionPage,
         tags=["cases"],
     ),
