@@ -8,6 +8,10 @@ this process from the call to the returned result: every run claimed, reported, 
 by the server (exact_match) and by the Python evaluator, and the experiment finished.
 
     uv run python benchmarks/sdk_experiment.py [--cases 1000] [--concurrency 8]
+        [--profile FILE.html]
+
+``--profile`` records the benchmark's own process (the SDK) with pyinstrument, which is
+not a dependency of evalkit: ``uv pip install pyinstrument`` first.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ TARGET_RUNS_PER_SECOND = 100.0
 EVALKIT = [sys.executable, "-c", "from evalkit.cli import main; main()"]
 
 
-def wait_http(url: str, timeout: float = 60) -> None:
+def wait_http(url: str, log: Path, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -44,7 +48,8 @@ def wait_http(url: str, timeout: float = 60) -> None:
             return
         except httpx.HTTPError:
             if time.monotonic() > deadline:
-                raise SystemExit(f"{url} did not come up") from None
+                tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+                raise SystemExit(f"{url} did not come up; its log ends:\n{tail}") from None
             time.sleep(0.1)
 
 
@@ -53,6 +58,7 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--worker-concurrency", type=int, default=32)
+    parser.add_argument("--profile", type=Path, help="write a pyinstrument profile (HTML)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="evalkit-sdk-bench-"))
@@ -73,16 +79,18 @@ def main() -> None:
             EVALKIT_ADMIN_PASSWORD=PASSWORD,
             EVALKIT_WORKER_CONCURRENCY=str(args.worker_concurrency),
         )
-        children.append(
-            subprocess.Popen(
-                [*EVALKIT, "server", "--no-worker", "--port", str(port)],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+        edge_log = work / "edge.log"
+        with edge_log.open("wb") as out:
+            children.append(
+                subprocess.Popen(
+                    [*EVALKIT, "server", "--no-worker", "--port", str(port)],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
             )
-        )
         url = f"http://127.0.0.1:{port}"
-        wait_http(url + "/healthz")
+        wait_http(url + "/healthz", edge_log)
         children.append(
             subprocess.Popen(
                 [*EVALKIT, "worker"],
@@ -133,6 +141,12 @@ def main() -> None:
             f"{args.concurrency}; edge and worker (concurrency {args.worker_concurrency}) in "
             f"their own processes; this machine: {os.cpu_count()} cores"
         )
+        profiler = None
+        if args.profile is not None:
+            from pyinstrument import Profiler
+
+            profiler = Profiler(interval=0.001, async_mode="disabled")
+            profiler.start()
         started = time.perf_counter()
         result = run_experiment(
             dataset="arith",
@@ -143,6 +157,10 @@ def main() -> None:
             progress=False,
         )
         elapsed = time.perf_counter() - started
+        if profiler is not None:
+            profiler.stop()
+            args.profile.write_text(profiler.output_html())
+            print(profiler.output_text(unicode=True, color=False, show_all=False))
         if result.by_state != {"done": args.cases}:
             raise SystemExit(f"expected {args.cases} runs done, got {result.by_state}")
         means = {s["name"]: s["mean"] for s in result.scores}

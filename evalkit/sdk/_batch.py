@@ -38,12 +38,31 @@ class StepBatcher:
     ) -> list[bool]:
         """Record ``steps`` of one run (in order) and then its Python ``scores``; returns
         whether each step was applied."""
+        return await self.enqueue(run_id, steps, scores).done
+
+    def enqueue(
+        self, run_id: int, steps: list[Transition], scores: list[PythonScore] | None = None
+    ) -> _Item:
+        """:meth:`send` without waiting: the item's ``done`` tells how it went, unless it is
+        taken back with :meth:`withdraw` before it leaves."""
         size = sum(len(s.trajectory.raw or "") for s in steps if s.trajectory is not None)
         done: asyncio.Future[list[bool]] = asyncio.get_running_loop().create_future()
-        self.queue.append(_Item(run_id, steps, scores or [], done, size))
+        item = _Item(run_id, steps, scores or [], done, size)
+        self.queue.append(item)
         if self.sender is None or self.sender.done():
             self.sender = asyncio.create_task(self._drain())
-        return await done
+        return item
+
+    def withdraw(self, item: _Item) -> bool:
+        """Take back ``item`` if no request has carried it yet (True): a step the run has
+        already gone past (a task that ended before its step to running left) goes as part
+        of the next one instead of costing the server an update of its own."""
+        for position, queued in enumerate(self.queue):
+            if queued is item:
+                del self.queue[position]
+                item.done.cancel()
+                return True
+        return False
 
     async def _drain(self) -> None:
         while self.queue:

@@ -372,9 +372,9 @@ class _Runner:
 
         A run is claimed (queued -> starting) ahead of a free task slot, within a window of
         a few slots' worth, so a claim's round trip never holds a slot; once a slot is free
-        the task is called at once and the step to running travels while it runs. Only
-        the claim decides who runs the task: a run this process moved to starting is its
-        own."""
+        the task is called at once and the step to running travels while it runs (a task
+        that ends before it has left skips it: starting -> collecting). Only the claim
+        decides who runs the task: a run this process moved to starting is its own."""
         if run.state == "collecting":
             await self._resume_collecting(run)
             return False
@@ -385,15 +385,20 @@ class _Runner:
             if claimed is None:
                 return False  # another process moved it on
             async with slots:
+                moving = None
                 if claimed.state == "starting":
-                    begun = _transition(claimed, "running", started_at=_now())
-                    moving = asyncio.ensure_future(self.batcher.send(run.run_id, [begun]))
+                    started = _now()
+                    begun = _transition(claimed, "running", started_at=started)
+                    moving = self.batcher.enqueue(run.run_id, [begun])
                     claimed = msgspec.structs.replace(claimed, state="running", attempts=0)
-                else:
-                    moving = None
                 result, error, session_id = await self._call(claimed)
-            if moving is not None and not all(await moving):
-                return False
+            if moving is not None:
+                if self.batcher.withdraw(moving):
+                    # The task ended before its step to running left: the run goes from
+                    # starting to collecting in one step, which carries started_at.
+                    claimed = msgspec.structs.replace(claimed, state="starting", started_at=started)
+                elif not all(await moving.done):
+                    return False
             return await self._report(claimed, result, error, session_id)
 
     async def _claim(self, run: RunWork) -> RunWork | None:
@@ -468,6 +473,7 @@ class _Runner:
             output=output,
             error=_error_text(error) if error else None,
             harness_done_at=_now(),
+            started_at=run.started_at if run.state == "starting" else None,
             session_id=session if traced else None,
         )
         if error is not None:
