@@ -36,6 +36,9 @@ class SessionListed(Output):
     last_received_at: datetime
     run: SessionRun | None
     """None until a run claims the session (its trajectory settle job)."""
+    unassigned: bool = False
+    """Not a session but an orphan trace: its root span never arrived and none of its spans
+    names a session; ``session_id`` is its trace id (hex), as ``traces list`` shows it."""
 
 
 class SessionPage(Output):

@@ -10,7 +10,7 @@ from evalkit.model.session_list import SessionListed, SessionPage, SessionRun
 
 def _listed(row: dict[str, Any]) -> SessionListed:
     run = None
-    if row["run_id"] is not None:
+    if row["run_id"] is not None and row["experiment_id"] is not None:
         run = SessionRun(
             id=row["run_id"],
             state=row["run_state"],
@@ -33,6 +33,7 @@ def _listed(row: dict[str, Any]) -> SessionListed:
         first_received_at=row["first_received_at"],
         last_received_at=row["last_received_at"],
         run=run,
+        unassigned=row["unassigned"],
     )
 
 
@@ -53,7 +54,7 @@ async def list_session_page(
         rows = await conn.all("session_list_one", agent_id=agent_id, session_id=session_id)
         rows = rows[offset:]
     else:
-        page = {"offset": offset, "limit": limit + 1}
+        page = {"offset": offset, "limit": limit + 1, "upto": offset + limit + 1}
         if agent_id is not None:
             rows = await conn.all("session_list_page_by_agent", agent_id=agent_id, **page)
         elif workspace_id is not None:

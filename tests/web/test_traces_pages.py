@@ -194,6 +194,58 @@ def test_session_ids_with_slashes_and_markup_are_safe(server, admin_token):
     assert "&lt;b&gt;boom&lt;/b&gt;" in r.text and 's-failed">error' in r.text
 
 
+async def test_orphan_traces_are_listed_by_trace_id_and_open(server, admin_token):
+    """A trace whose root never came and whose spans name no session: after the orphan
+    job, the list shows it by its trace id, marked, and its page shows its spans."""
+    from datetime import UTC, datetime, timedelta
+
+    from evalkit.config import OtelSettings
+    from evalkit.db import Database
+    from evalkit.jobs.otel import settle_orphans
+
+    agent_token = make_agent(server, admin_token, "admin", "bot")
+    with recorder() as (tracer, memory):
+        with (
+            tracer.start_as_current_span("agent"),
+            tracer.start_as_current_span("step"),
+            tracer.start_as_current_span("llm"),
+        ):
+            pass
+        spans = [s for s in memory.get_finished_spans() if s.parent is not None]
+    assert exporter(server, agent_token).export(spans) == SpanExportResult.SUCCESS
+    trace_id = f"{spans[0].context.trace_id:032x}"
+    db = Database(server.db_url)
+    await db.open()
+    try:
+        later = datetime.now(UTC) + timedelta(seconds=OtelSettings().orphan_seconds + 1)
+        assert await settle_orphans(db, OtelSettings(), now=later) == {
+            "assigned": 0,
+            "orphans": 1,
+        }
+    finally:
+        await db.close()
+    r = api(server, admin_token, "GET", "/api/trace-sessions", params={"agent": "bot@admin"})
+    [listed] = r.json()["sessions"]
+    assert (listed["session_id"], listed["unassigned"], listed["span_count"]) == (trace_id, True, 2)
+    one = api(
+        server,
+        admin_token,
+        "GET",
+        "/api/trace-sessions",
+        params={"agent": "bot@admin", "session": trace_id},
+    )
+    assert [s["session_id"] for s in one.json()["sessions"]] == [trace_id]
+    with logged_in(server) as client:
+        listing = client.get("/sessions").text
+        assert f'href="/sessions/admin/bot/{trace_id}"' in listing and "orphan trace" in listing
+        page = client.get(f"/sessions/admin/bot/{trace_id}")
+    assert page.status_code == 200, page.text
+    assert f"<h1>Orphan trace <code>{trace_id}</code></h1>" in page.text
+    assert "parent missing" in page.text  # "step" hangs under the root that never came
+    names = re.findall(r'<span class="sname" style="padding-left: (\d+)px">(\w+)', page.text)
+    assert names == [("0", "step"), ("14", "llm")]
+
+
 # --------------------------------------------------------------------------- the tree
 
 
