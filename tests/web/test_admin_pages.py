@@ -220,3 +220,22 @@ def test_a_user_sees_the_403_page_in_the_browser(server, admin_token, page, log_
     assert response.status == 403
     assert "rita is not an admin" in page.get_by_role("alert").inner_text()
     page.shot("forbidden")
+
+
+def test_admin_pages_fit_a_phone(server, admin_token, page, log_in):
+    admin_api(server, admin_token, "POST", "/api/workspaces", json={"name": "dev"})
+    add_user(server, admin_token, "rob", member_of="dev", role="reviewer")
+    admin_api(
+        server,
+        admin_token,
+        "POST",
+        "/api/llm-providers",
+        json={"name": "openai", "base_url": PUBLIC_URL, "api_key": "k", "api_key_env": "KEY"},
+    )
+    log_in(server.url)
+    page.set_viewport_size({"width": 390, "height": 800})
+    for path in ("/admin", "/admin/workspaces", "/admin/judges"):
+        page.goto(server.url + path)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{path} is {overflow}px wider than a phone screen"
+    page.shot("judges-phone")

@@ -152,3 +152,15 @@ def test_activate_a_mapping_in_the_browser(server, admin_token, page, log_in):
     assert page.get_by_role("button", name="Activate v1").is_visible()
     page.shot("agent-after")
     assert states(server, admin_token) == {1: "retired", 2: "draft", 3: "active"}
+
+
+def test_agent_pages_fit_a_phone(server, admin_token, page, log_in):
+    seed(server, admin_token)
+    log_in(server.url, "wendy", "wendy-password")
+    page.set_viewport_size({"width": 390, "height": 800})
+    for path in (AGENT, f"{AGENT}/mappings/2", f"{AGENT}/mappings/new"):
+        page.goto(server.url + path)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{path} is {overflow}px wider than a phone screen"
+    page.goto(server.url + AGENT)
+    page.shot("agent-phone")
