@@ -21,14 +21,15 @@ ORDER BY c.relname;
 
 -- name: span_key_claim_many :many
 -- Claim a batch's span keys (a key that exists is a retried export: that span is skipped),
--- then lock the traces of the new spans and the sessions they belong to, creating them when
--- new: one row per trace with new spans, with its stored state, the session it belongs to
--- (the one it has, else the one its root span in this batch names, %(roots)s; a new trace
--- is created with it) and that session's size; root_now marks a trace that was waiting for
--- its root. Locks are taken keys first, then traces, then sessions, each in key order, so
--- concurrent batches never deadlock: the GROUP BY reads every claimed key before the first
--- trace is locked, and the DISTINCT ... ORDER BY every locked trace before the first session.
--- The no-op DO UPDATE is what locks and returns an existing row in one statement.
+-- then create or lock the traces of the new spans (%(traces)s: each trace of the batch with
+-- the session its root span names when the root is here, and its spans' times): one row per
+-- trace with new spans, with its state, the session it belongs to (the one it has, else its
+-- root's; a new trace is created with it) and that session's size as last committed (read,
+-- not locked). root_now marks a trace that was waiting for its root. Locks are taken keys
+-- first, then traces, each in key order (the GROUP BY reads every claimed key before the
+-- first trace is locked), and sessions after, by the caller, so concurrent batches never
+-- deadlock. A trace's times and last_received_at are final here; its session and pending
+-- counts are written back after the size cap (trace_session_write_many).
 WITH claimed AS (
     INSERT INTO span_keys (agent_id, trace_id, span_id, received_at)
     SELECT %(agent_id)s, k.trace_id, k.span_id, %(received_at)s
@@ -46,38 +47,46 @@ new AS (
     FROM claimed
     GROUP BY trace_id
 ),
-roots AS (
-    SELECT decode(r.trace_id, 'hex') AS trace_id, r.session_id
-    FROM json_to_recordset(%(roots)s::json) AS r (trace_id text, session_id text)
+batch AS (
+    SELECT decode(b.trace_id, 'hex') AS trace_id, b.session_id, b.first_span_at,
+           b.last_span_at
+    FROM json_to_recordset(%(traces)s::json) AS b (
+        trace_id text, session_id text, first_span_at timestamptz, last_span_at timestamptz
+    )
 ),
 traces AS (
-    INSERT INTO trace_sessions AS t (agent_id, trace_id, session_id)
-    SELECT %(agent_id)s, n.trace_id, r.session_id
-    FROM new n LEFT JOIN roots r ON r.trace_id = n.trace_id
+    INSERT INTO trace_sessions AS t (agent_id, trace_id, session_id, first_span_at,
+                                     last_span_at, last_received_at)
+    SELECT %(agent_id)s, n.trace_id, b.session_id, b.first_span_at, b.last_span_at,
+           %(received_at)s
+    FROM new n JOIN batch b ON b.trace_id = n.trace_id
     ORDER BY n.trace_id
-    ON CONFLICT (agent_id, trace_id) DO UPDATE SET agent_id = t.agent_id
+    ON CONFLICT (agent_id, trace_id) DO UPDATE SET
+        first_span_at = least(t.first_span_at, EXCLUDED.first_span_at),
+        last_span_at = greatest(t.last_span_at, EXCLUDED.last_span_at),
+        last_received_at = EXCLUDED.last_received_at,
+        orphan = false
     RETURNING t.trace_id, t.session_id, t.pending_spans, t.pending_bytes, t.first_span_at,
               t.last_span_at
-),
-resolved AS (
-    SELECT t.*, coalesce(t.session_id, r.session_id) AS resolved_id,
-           t.session_id IS NULL AND r.session_id IS NOT NULL AS root_now
-    FROM traces t LEFT JOIN roots r ON r.trace_id = t.trace_id
-),
-sessions AS (
-    INSERT INTO sessions AS s (agent_id, session_id)
-    SELECT DISTINCT %(agent_id)s, resolved_id FROM resolved
-    WHERE resolved_id IS NOT NULL
-    ORDER BY 2
-    ON CONFLICT (agent_id, session_id) DO UPDATE SET agent_id = s.agent_id
-    RETURNING s.session_id, s.bytes
 )
-SELECT t.trace_id, t.resolved_id AS session_id, t.root_now, t.pending_spans, t.pending_bytes,
-       t.first_span_at, t.last_span_at, n.spans AS new_spans, n.span_ids AS new_span_ids,
-       s.bytes AS session_bytes
-FROM resolved t
+SELECT t.trace_id, coalesce(t.session_id, b.session_id) AS session_id,
+       t.session_id IS NULL AND b.session_id IS NOT NULL AS root_now,
+       t.pending_spans, t.pending_bytes, t.first_span_at, t.last_span_at,
+       n.spans AS new_spans, n.span_ids AS new_span_ids,
+       (SELECT s.bytes FROM sessions s
+        WHERE s.agent_id = %(agent_id)s
+          AND s.session_id = coalesce(t.session_id, b.session_id)) AS session_bytes
+FROM traces t
 JOIN new n ON n.trace_id = t.trace_id
-LEFT JOIN sessions s ON s.session_id = t.resolved_id;
+JOIN batch b ON b.trace_id = t.trace_id;
+
+-- name: session_lock_many :many
+-- Sessions a batch may take to the size cap, created when new and locked in key order (after
+-- the batch's traces), with their size: the spans that would pass the cap are refused.
+INSERT INTO sessions AS s (agent_id, session_id)
+SELECT %(agent_id)s, id FROM json_array_elements_text(%(session_ids)s::json) AS id ORDER BY id
+ON CONFLICT (agent_id, session_id) DO UPDATE SET agent_id = s.agent_id
+RETURNING s.session_id, s.bytes;
 
 -- name: span_key_delete_many :exec
 -- Give back the keys of spans that were refused after all (over the session's size cap).
@@ -238,40 +247,36 @@ SELECT queueing_lock FROM procrastinate_jobs
 WHERE status = 'todo' AND queueing_lock = ANY(%(locks)s::text[]);
 
 -- name: trace_session_write_many :many
--- Write a batch back in one statement: its traces (the session once known, what is still
--- pending, times; new spans clear the orphan mark, so the orphan job looks again) and its
--- sessions (spans, bytes and refusals added, times), each row found
--- through its primary key (an upsert on rows the batch has locked, so the cost does not grow
--- with the agent's stored traces); return the sessions that a run of the agent waits on
--- (state collecting), which get a settle job. Times are RFC 3339 text.
+-- Write a batch back in one statement: the traces whose session or pending counts changed
+-- (the root came, or it is still waiting for it) and the batch's sessions, created when new
+-- (in key order), with the spans, bytes and refusals added and the times widened; each row
+-- found through its primary key (upserts, so the cost does not grow with the agent's stored
+-- traces and sessions). Returns each session's new size and whether a run of the agent waits
+-- on it (state collecting: it gets a settle job). Times are RFC 3339 text.
 WITH traces AS (
     INSERT INTO trace_sessions AS t (agent_id, trace_id, session_id, pending_spans,
-                                     pending_bytes, first_span_at, last_span_at,
-                                     last_received_at)
+                                     pending_bytes)
     SELECT %(agent_id)s, decode(u.trace_id, 'hex'), u.session_id, u.pending_spans,
-           u.pending_bytes, u.first_span_at, u.last_span_at, %(received_at)s
+           u.pending_bytes
     FROM json_to_recordset(%(traces)s::json) AS u (
-        trace_id text, session_id text, pending_spans integer, pending_bytes bigint,
-        first_span_at timestamptz, last_span_at timestamptz
+        trace_id text, session_id text, pending_spans integer, pending_bytes bigint
     )
     ON CONFLICT (agent_id, trace_id) DO UPDATE SET
         session_id = EXCLUDED.session_id,
         pending_spans = EXCLUDED.pending_spans,
-        pending_bytes = EXCLUDED.pending_bytes,
-        first_span_at = least(t.first_span_at, EXCLUDED.first_span_at),
-        last_span_at = greatest(t.last_span_at, EXCLUDED.last_span_at),
-        last_received_at = EXCLUDED.last_received_at,
-        orphan = false
+        pending_bytes = EXCLUDED.pending_bytes
 ),
 sessions AS (
     INSERT INTO sessions AS s (agent_id, session_id, span_count, bytes, rejected_spans,
-                               truncated, first_span_at, last_span_at, last_received_at)
+                               truncated, first_span_at, last_span_at, first_received_at,
+                               last_received_at)
     SELECT %(agent_id)s, u.session_id, u.spans, u.bytes, u.rejected, u.truncated,
-           u.first_span_at, u.last_span_at, %(received_at)s
+           u.first_span_at, u.last_span_at, %(received_at)s, %(received_at)s
     FROM json_to_recordset(%(sessions)s::json) AS u (
         session_id text, spans integer, bytes bigint, rejected integer, truncated boolean,
         first_span_at timestamptz, last_span_at timestamptz
     )
+    ORDER BY u.session_id
     ON CONFLICT (agent_id, session_id) DO UPDATE SET
         span_count = s.span_count + EXCLUDED.span_count,
         bytes = s.bytes + EXCLUDED.bytes,
@@ -280,10 +285,12 @@ sessions AS (
         first_span_at = least(s.first_span_at, EXCLUDED.first_span_at),
         last_span_at = greatest(s.last_span_at, EXCLUDED.last_span_at),
         last_received_at = EXCLUDED.last_received_at
-    RETURNING s.session_id
+    RETURNING s.session_id, s.bytes
 )
-SELECT DISTINCT r.session_id
-FROM runs r
-WHERE r.agent_id = %(agent_id)s
-  AND r.session_id = ANY(ARRAY(SELECT session_id FROM sessions))
-  AND r.state = 'collecting';
+SELECT s.session_id, s.bytes,
+       EXISTS (
+           SELECT 1 FROM runs r
+           WHERE r.agent_id = %(agent_id)s AND r.session_id = s.session_id
+             AND r.state = 'collecting'
+       ) AS waiting
+FROM sessions s;

@@ -173,6 +173,11 @@ class _Bucket:
 _json = msgspec.json.Encoder()
 
 
+class OverCap(Exception):
+    """A session of the batch went over the size cap under a concurrent batch while this one
+    counted on it not to: roll the transaction back and ingest again with ``exact=True``."""
+
+
 async def ingest(
     conn: Conn,
     agent_id: int,
@@ -181,8 +186,15 @@ async def ingest(
     session_names: list[str],
     max_session_bytes: int,
     received_at: datetime,
+    exact: bool = False,
 ) -> IngestResult:
-    """Store a batch; call inside a transaction (see the module docstring)."""
+    """Store a batch; call inside a transaction (see the module docstring).
+
+    A session whose size, as last committed, plus everything the batch could add stays
+    within the cap is not locked before the spans are stored: its row is written once, at
+    the end, and its lock held only until the commit. Should a concurrent batch have taken
+    it over the cap meanwhile, :class:`OverCap` is raised: roll back and call again with
+    ``exact=True``, which locks every session of the batch first."""
     result = IngestResult()
     if not spans:
         return result
@@ -194,30 +206,57 @@ async def ingest(
         else:
             group.append(span)
 
-    # 1-3. claim the keys; lock the traces and sessions of the new spans
-    roots = []
+    # 1-2. claim the keys; create or lock the traces of the new spans. A trace's times are
+    # those of all its spans here (a span refused by the cap below still widens them).
+    batch = []
+    batch_bytes: dict[bytes, int] = {}
     for trace_id, group in by_trace.items():
-        found = _root_session(group, session_names, trace_id)
-        if found is not None:
-            roots.append({"trace_id": trace_id.hex(), "session_id": found})
+        batch.append(
+            {
+                "trace_id": trace_id.hex(),
+                "session_id": _root_session(group, session_names, trace_id),
+                "first_span_at": ns_to_datetime(min(s.start_ns for s in group)),
+                "last_span_at": ns_to_datetime(max(s.end_ns for s in group)),
+            }
+        )
+        batch_bytes[trace_id] = sum(s.size for s in group)
     rows = await conn.all(
         "span_key_claim_many",
         agent_id=agent_id,
         trace_ids=b"".join(s.trace_id for s in spans),
         span_ids=b"".join(s.span_id for s in spans),
         received_at=received_at,
-        roots=_json.encode(roots).decode(),
+        traces=_json.encode(batch).decode(),
     )
 
-    # 4. what each trace's spans count against: its session, or the trace while its root
-    # has not come (a trace whose root came now brings its held spans to the session)
+    # 3. what each trace's spans count against: its session, or the trace while its root
+    # has not come (a trace whose root came now brings its held spans to the session).
+    # Sessions the batch could take over the cap are locked, to count exactly.
     sessions: dict[str, _Bucket] = {}
     pending: dict[bytes, _Bucket] = {}
     bucket_of: dict[bytes, _Bucket] = {}
+    reach: dict[str, int] = {}
     claimed = 0
     for row in rows:
-        trace_id = row["trace_id"]
+        session_id = row["session_id"]
         claimed += row["new_spans"]
+        if session_id is not None:
+            reach[session_id] = (
+                reach.get(session_id, row["session_bytes"] or 0)
+                + batch_bytes[row["trace_id"]]
+                + (row["pending_bytes"] if row["root_now"] else 0)
+            )
+    locked: dict[str, int] = {}
+    lock = sorted(reach) if exact else sorted(s for s, n in reach.items() if n > max_session_bytes)
+    if lock:
+        locked = {
+            row["session_id"]: row["bytes"]
+            for row in await conn.all(
+                "session_lock_many", agent_id=agent_id, session_ids=_json.encode(lock).decode()
+            )
+        }
+    for row in rows:
+        trace_id = row["trace_id"]
         session_id = row["session_id"]
         if session_id is None:
             bucket = pending[trace_id] = _Bucket(
@@ -229,7 +268,9 @@ async def ingest(
         else:
             bucket = sessions.get(session_id)  # type: ignore[assignment]
             if bucket is None:
-                bucket = sessions[session_id] = _Bucket(bytes=row["session_bytes"])
+                bucket = sessions[session_id] = _Bucket(
+                    bytes=locked.get(session_id, row["session_bytes"] or 0)
+                )
             if row["root_now"]:
                 moved = row["pending_bytes"]
                 bucket.bytes += moved
@@ -246,8 +287,8 @@ async def ingest(
             ids = row["new_span_ids"]
             new_keys.update((row["trace_id"], ids[i : i + 8]) for i in range(0, len(ids), 8))
 
-    # 5. the size cap: a span that would take its session (or pending trace) over it is
-    # refused, and its key given back
+    # 4. the size cap: a span that would take its session (or pending trace) over it is
+    # refused, and its key given back (an unlocked session cannot reach it here)
     accepted: list[Incoming] = []
     refused: list[Incoming] = []
     times: dict[bytes, list[int]] = {}
@@ -288,27 +329,26 @@ async def ingest(
     if accepted:
         await _copy_spans(conn, agent_id, accepted, received_at)
 
-    # 6. write back, and learn which sessions a run waits on
+    # 5. write back, and learn which sessions a run waits on
     traces = []
     for row in rows:
         trace_id = row["trace_id"]
-        held = pending.get(trace_id)
         span_times = times.get(trace_id)
-        first = last = None
-        if span_times is not None:
-            first, last = ns_to_datetime(span_times[0]), ns_to_datetime(span_times[1])
-            bucket_of[trace_id].add_times(first, last)
-        traces.append(
-            {
-                "trace_id": trace_id.hex(),
-                "session_id": row["session_id"],
-                "pending_spans": held.spans if held else 0,
-                "pending_bytes": held.bytes if held else 0,
-                "first_span_at": first,
-                "last_span_at": last,
-            }
-        )
-    waiting = await conn.all(
+        if span_times is not None and row["session_id"] is not None:
+            bucket_of[trace_id].add_times(
+                ns_to_datetime(span_times[0]), ns_to_datetime(span_times[1])
+            )
+        held = pending.get(trace_id)
+        if held is not None or row["root_now"]:
+            traces.append(
+                {
+                    "trace_id": trace_id.hex(),
+                    "session_id": row["session_id"],
+                    "pending_spans": held.spans if held else 0,
+                    "pending_bytes": held.bytes if held else 0,
+                }
+            )
+    written = await conn.all(
         "trace_session_write_many",
         agent_id=agent_id,
         received_at=received_at,
@@ -324,11 +364,15 @@ async def ingest(
                     "first_span_at": bucket.first,
                     "last_span_at": bucket.last,
                 }
-                for session_id, bucket in sessions.items()
+                for session_id, bucket in sorted(sessions.items())
             ]
         ).decode(),
     )
-    result.waiting = sorted(row["session_id"] for row in waiting)
+    for row in written:
+        session_id = row["session_id"]
+        if session_id not in locked and row["bytes"] > max_session_bytes:
+            raise OverCap(session_id)
+    result.waiting = sorted(row["session_id"] for row in written if row["waiting"])
     result.stored = len(accepted)
     result.refused = len(refused)
     result.refused_sessions = sorted(s for s, b in sessions.items() if b.rejected)

@@ -305,3 +305,60 @@ def test_concurrent_exports_of_one_session_count_exactly(server, agent_token):
         ).fetchone()[0]
         total = conn.execute("SELECT sum(size) FROM spans").fetchone()[0]
     assert pending == 0 and row["bytes"] == total
+
+
+def test_concurrent_exports_never_take_a_session_over_its_cap(database_url, tmp_path):
+    """Batches each well under the cap, together over it, all at once: whichever way they
+    interleave, the session keeps at most the cap and every span is stored or refused."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    from tests.conftest import ADMIN_PASSWORD, start_server
+
+    def small(settings):
+        settings.otel.max_session_bytes = 6000
+
+    server = start_server(database_url, tmp_path, configure=small)
+    try:
+        token = httpx.post(
+            f"{server.url}/api/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}
+        ).json()["token"]
+        make_agent(server, token, "admin")
+        agent = mint(server, token, "admin")
+        with recorder() as (tracer, memory):
+            for n in range(16):
+                agent_session(tracer, "capped", f"question {n}")
+            spans = memory.get_finished_spans()
+        traces: dict[int, list] = {}
+        for span in spans:
+            traces.setdefault(span.context.trace_id, []).append(span)
+        groups = list(traces.values())
+        batches = [[s for group in groups[i::8] for s in group] for i in range(8)]
+
+        def post(batch):
+            r = api(
+                server,
+                agent,
+                "POST",
+                TRACES,
+                content=protobuf_body(batch),
+                headers={"Content-Type": "application/x-protobuf"},
+            )
+            assert r.status_code == 200, r.content
+            return ExportTraceServiceResponse.FromString(r.content).partial_success
+
+        with ThreadPoolExecutor(len(batches)) as pool:
+            answers = list(pool.map(post, batches))
+        refused = sum(a.rejected_spans for a in answers)
+        stored = len(stored_spans(server))
+        assert refused > 0 and stored + refused == len(spans) == 48
+        row = sessions(server)["capped"]
+        with psycopg.connect(server.db_url) as conn:
+            total = conn.execute("SELECT sum(size) FROM spans").fetchone()[0]
+        assert row["bytes"] == total <= 6000
+        assert row["truncated"] and row["rejected"] == refused and row["spans"] == stored
+    finally:
+        server.stop()

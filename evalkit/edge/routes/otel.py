@@ -28,7 +28,7 @@ from starlette.responses import Response
 
 from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS
-from evalkit.db import Database, IntegrityError
+from evalkit.db import Database, IntegrityError, ValueRefused
 from evalkit.edge.endpoint import Call, Endpoint, authenticate
 from evalkit.errors import (
     ApiError,
@@ -152,6 +152,24 @@ class CollectorEndpoint(Endpoint):
     """An endpoint whose every answer, refusals included, is in the request's encoding,
     and which alone accepts agent tokens."""
 
+    def describe(self, operation: dict[str, Any]) -> None:
+        # The body is an OTLP export (ExportTraceServiceRequest), and every answer is in
+        # its encoding: protobuf, or the OTLP/JSON mapping (refusals add evalkit's error).
+        binary = {"type": "string", "format": "binary"}
+        export = {"type": "object", "properties": {"resourceSpans": {"type": "array"}}}
+        operation["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/x-protobuf": {"schema": binary},
+                "application/json": {"schema": export},
+            },
+        }
+        for status, answer in operation["responses"].items():
+            content = answer.setdefault("content", {})
+            content["application/x-protobuf"] = {"schema": binary}
+            if status == "200":
+                content["application/json"] = {"schema": {"type": "object"}}
+
     async def _serve(self, request: Request) -> Response:
         encoding = request_encoding(request)
         try:
@@ -161,6 +179,8 @@ class CollectorEndpoint(Endpoint):
             return await self.handler(call)  # type: ignore[no-any-return]
         except ApiError as exc:
             return refusal_response(encoding, exc)
+        except ValueRefused as exc:  # a permanent refusal: a retry would send the same value
+            return refusal_response(encoding, Refusal(400, "bad-value", exc.message))
         except DatabaseError as exc:
             return refusal_response(
                 encoding,
@@ -379,6 +399,21 @@ async def otel_traces(call: Call) -> Response:
 async def _store(
     call: Call, state: Collector, agent_id: int, decoded: Decoded, received_at: datetime
 ) -> store.IngestResult:
+    try:
+        return await _store_once(call, state, agent_id, decoded, received_at, exact=False)
+    except store.OverCap:  # a concurrent batch took a session to the cap: count exactly
+        return await _store_once(call, state, agent_id, decoded, received_at, exact=True)
+
+
+async def _store_once(
+    call: Call,
+    state: Collector,
+    agent_id: int,
+    decoded: Decoded,
+    received_at: datetime,
+    *,
+    exact: bool,
+) -> store.IngestResult:
     settings = call.settings.otel
     async with call.db.transaction() as conn:
         names = await state.session_names(conn, agent_id)
@@ -389,6 +424,7 @@ async def _store(
             session_names=names,
             max_session_bytes=settings.max_session_bytes,
             received_at=received_at,
+            exact=exact,
         )
         # Only a session a run waits on needs its settle job now: a run that reaches
         # collecting later queues one itself (evalkit.jobs.settle.on_collecting).
@@ -467,6 +503,7 @@ ENDPOINTS = [
         "OTLP/HTTP trace export (protobuf or JSON, gzip or not): an agent token, or a user "
         "token with X-Evalkit-Agent: NAME@WORKSPACE (writers of that workspace)",
         tags=["otel"],
+        refusals=(413, 415, 429),  # otel.max_batch_bytes; the media type; ingest slots
     ),
     CollectorEndpoint(
         "POST",
@@ -474,6 +511,7 @@ ENDPOINTS = [
         otel_not_traces,
         "Refused: the collector takes traces only",
         tags=["otel"],
+        refusals=(415,),
     ),
     CollectorEndpoint(
         "POST",
@@ -481,6 +519,7 @@ ENDPOINTS = [
         otel_not_traces,
         "Refused: the collector takes traces only",
         tags=["otel"],
+        refusals=(415,),
     ),
     Endpoint(
         "GET",
