@@ -1,19 +1,23 @@
 """Stored spans, sessions and the span partitions.
 
 :func:`ingest` writes one OTLP batch inside the caller's transaction, in two statements and
-a COPY:
+a COPY (three when a session nears its size cap):
 
 1. ``span_key_claim_many`` inserts the spans' keys into ``span_keys`` (ON CONFLICT DO
    NOTHING: a key that already exists is a retried export, and that span is not stored
-   again), then creates or locks the traces of the new spans and the sessions they belong
-   to: a trace whose session is known keeps it; a trace whose root span is in the batch
-   takes the root's session (its spans that came earlier, counted as pending, move to it);
-   any other trace stays pending until its root comes. Keys, traces and sessions are each
-   taken in key order, so concurrent batches never deadlock;
-2. new spans that would take their session (or pending trace) over the size cap are refused
-   and their keys given back; the rest are COPYed (binary) into ``spans``;
-3. ``trace_session_write_many`` writes traces and sessions back and returns the sessions a
-   run waits on.
+   again), then creates or locks the traces of the new spans: a trace whose session is
+   known keeps it; a trace whose root span is in the batch takes the root's session (its
+   spans that came earlier, counted as pending, move to it); any other trace stays pending
+   until its root comes;
+2. sessions the batch could take over ``max_session_bytes`` are locked
+   (``session_lock_many``); spans that would take their session (or pending trace) over
+   the cap are refused and their keys given back; the rest are COPYed (binary) into
+   ``spans``;
+3. ``trace_session_write_many`` writes the changed traces and the sessions back and returns
+   the sessions a run waits on.
+
+Locks are taken keys first, then traces, then sessions, each in key order, so concurrent
+batches never deadlock.
 """
 
 from __future__ import annotations
