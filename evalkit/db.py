@@ -1,7 +1,8 @@
 """The connection layer: a psycopg pool and a few async verbs over named SQL statements.
 
 Nothing above this module sees psycopg: integrity errors become :class:`IntegrityError`
-carrying the constraint name, connection failures become :class:`DatabaseError`.
+carrying the constraint name, values the database cannot hold become :class:`ValueRefused`,
+connection failures become :class:`DatabaseError`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,21 @@ class IntegrityError(EvalkitError):
     def __init__(self, constraint: str, message: str) -> None:
         super().__init__(message)
         self.constraint = constraint
+
+
+class ValueRefused(DatabaseError):
+    """A value the database cannot hold: text with a NUL character, a number out of its
+    column's range, text that is not the type it is cast to (SQLSTATE class 22, data
+    exception). It comes from what a caller sent, so the edge answers 400, not 503."""
+
+
+def _value_refused(exc: psycopg.DataError) -> ValueRefused:
+    if "NUL (0x00)" in str(exc):  # psycopg refuses these before sending anything
+        return ValueRefused(
+            "a text value holds a NUL character (\\u0000), which evalkit cannot store; remove it"
+        )
+    primary = exc.diag.message_primary or str(exc)
+    return ValueRefused(f"a value does not fit what evalkit stores ({primary}); fix it")
 
 
 class Conn:
@@ -63,6 +79,8 @@ class Conn:
         except psycopg.errors.IntegrityError as exc:
             constraint = exc.diag.constraint_name or ""
             raise IntegrityError(constraint, f"{name}: {exc.diag.message_primary}") from exc
+        except psycopg.DataError as exc:
+            raise _value_refused(exc) from exc
         except psycopg.OperationalError as exc:
             raise DatabaseError(f"the database did not answer ({exc}); is it running?") from exc
         except psycopg.Error as exc:

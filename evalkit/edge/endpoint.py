@@ -17,7 +17,7 @@ from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS, Actor
 from evalkit.auth.oidc import looks_like_jwt, oidc_actor
 from evalkit.auth.tokens import AGENT_PREFIX
-from evalkit.db import Database, IntegrityError
+from evalkit.db import Database, IntegrityError, ValueRefused
 from evalkit.errors import ApiError, BadRequest, DatabaseError, TooLarge, Unauthorized
 from evalkit.model import api
 from evalkit.store.accounts import resolve_login_token
@@ -74,6 +74,13 @@ class Endpoint:
     tags: list[str] = field(default_factory=list)
     max_body: int = MAX_JSON_BODY
     """The largest JSON body this endpoint reads (413 above it)."""
+    refusals: tuple[int, ...] = ()
+    """Statuses this endpoint may answer besides the success and those any endpoint of its
+    kind may (``REFUSALS``); the OpenAPI document lists them all."""
+
+    def describe(self, operation: dict[str, Any]) -> None:
+        """Adjust this endpoint's OpenAPI operation in place: for endpoints that read and
+        answer other media than JSON Structs (the OTLP collector)."""
 
     def route(self) -> Route:
         async def endpoint(request: Request) -> Response:
@@ -107,6 +114,8 @@ class Endpoint:
         except IntegrityError as exc:
             # A constraint caught what the store layer did not foresee (often a race).
             return error_response(409, "conflict", f"{exc.message} ({exc.constraint})")
+        except ValueRefused as exc:  # what the caller sent, not the database being down
+            return error_response(400, "bad-value", exc.message)
         except DatabaseError as exc:
             return error_response(503, "database-unavailable", exc.message)
 
@@ -176,6 +185,34 @@ def error_response(
     return Response(_encoder.encode(body), status, headers=headers, media_type="application/json")
 
 
+REFUSALS = {
+    400: "The body, a parameter or a value breaks a rule; the message names it",
+    401: "Not logged in, or the credentials are not valid",
+    403: "An access rule refused; the code names the rule",
+    404: "The named thing does not exist",
+    409: "It clashes with what exists, or with the thing's state",
+    413: "The body is over this endpoint's size limit",
+    415: "The body's content type or encoding is not one this endpoint reads",
+    429: "Too many attempts or requests; Retry-After says when to try again",
+    502: "A service evalkit called for this request (identity provider, harness) failed",
+    503: "The database does not answer, or is not at the schema this server needs",
+}
+"""What each refusal status means; every refusal has an ``api.Error`` body."""
+
+
+def refusal_statuses(ep: Endpoint) -> list[int]:
+    """The statuses besides success that ``ep`` may answer: any endpoint's (a bad parameter
+    or value, a missing thing, a clash, the database down), a logged-in endpoint's (who may
+    call, and an identity provider's token checked against the provider), a body's size
+    limit, and what the endpoint declares itself."""
+    statuses = {400, 404, 409, 503, *ep.refusals}
+    if not ep.public:
+        statuses |= {401, 403, 502}
+    if ep.body is not None:
+        statuses.add(413)
+    return sorted(statuses)
+
+
 def openapi_document(endpoints: list[Endpoint], version: str) -> dict[str, Any]:
     """OpenAPI 3.1 generated from the endpoints' Structs."""
     types: list[Any] = [api.Error]
@@ -196,13 +233,15 @@ def openapi_document(endpoints: list[Endpoint], version: str) -> dict[str, Any]:
                 "required": True,
                 "content": {"application/json": {"schema": by_type[ep.body]}},
             }
-        ok: dict[str, Any] = {"description": "OK"}
+        ok: dict[str, Any] = {"description": "Redirect" if 300 <= ep.status < 400 else "OK"}
         if ep.returns is not None:
             ok["content"] = {"application/json": {"schema": by_type[ep.returns]}}
         responses: dict[str, Any] = {str(ep.status): ok}
-        error = {"description": "Refused", "content": {"application/json": {"schema": error_ref}}}
-        for status in ("400", "404", "409") if ep.public else ("400", "401", "403", "404", "409"):
-            responses[status] = error
+        for status in refusal_statuses(ep):
+            responses[str(status)] = {
+                "description": REFUSALS[status],
+                "content": {"application/json": {"schema": error_ref}},
+            }
         op["responses"] = responses
         params = [p.strip("{}") for p in ep.path.split("/") if p.startswith("{")]
         if params:
@@ -212,6 +251,7 @@ def openapi_document(endpoints: list[Endpoint], version: str) -> dict[str, Any]:
             ]
         if not ep.public:
             op["security"] = [{"bearer": []}]
+        ep.describe(op)
         paths.setdefault(ep.path, {})[ep.method.lower()] = op
     return {
         "openapi": "3.1.0",

@@ -59,7 +59,9 @@ async def check(conn: Conn, username: str, address: str | None) -> None:
 
 
 async def record_failure(conn: Conn, username: str, address: str | None) -> None:
-    keys = [(user_key(username), USER_FREE_FAILURES)]
+    # An empty username names no user (the key "user:" is refused by the table's check);
+    # the attempt still counts against the address.
+    keys = [(user_key(username), USER_FREE_FAILURES)] if username else []
     if address:
         keys.append((address_key(address), ADDRESS_FREE_FAILURES))
     for key, free in keys:

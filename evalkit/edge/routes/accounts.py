@@ -76,6 +76,7 @@ ENDPOINTS = [
         returns=api.Session,
         public=True,
         tags=["auth"],
+        refusals=(401, 429),  # wrong username or password; the login limits
     ),
     Endpoint(
         "POST",

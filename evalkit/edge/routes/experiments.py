@@ -19,7 +19,7 @@ from evalkit.jobs import settle
 from evalkit.jobs.app import defer
 from evalkit.model import runs as wire
 from evalkit.model.harness import Capabilities
-from evalkit.model.names import parse_ref
+from evalkit.model.names import parse_ref, whole_number
 from evalkit.runs import machine
 from evalkit.store import agents, datasets
 from evalkit.store import runs as store
@@ -230,9 +230,10 @@ async def experiments_list(call: Call) -> list[wire.Experiment]:
 def _limit(text: str | None) -> int:
     if text is None:
         return 50
-    if not text.isdigit() or not 1 <= int(text) <= 1000:
+    number = whole_number(text)
+    if number is None or not 1 <= number <= 1000:
         raise BadRequest(f"limit must be a whole number from 1 to 1000, got {text!r}")
-    return int(text)
+    return number
 
 
 async def experiments_show(call: Call) -> wire.ExperimentDetail:
@@ -251,11 +252,12 @@ async def runs_show(call: Call) -> wire.Run:
 
 def _id(call: Call, what: str) -> int:
     text = call.param(what)
-    if not text.isdigit():
+    number = whole_number(text)
+    if number is None:
         raise BadRequest(
             f"{what} ids are whole numbers, got {text!r}; see `evalkit experiments list`"
         )
-    return int(text)
+    return number
 
 
 # --------------------------------------------------------------------------- resume
@@ -368,6 +370,7 @@ ENDPOINTS = [
         returns=wire.Experiment,
         status=201,
         tags=["experiments"],
+        refusals=(502,),  # the harness did not give its capabilities
     ),
     Endpoint(
         "GET",

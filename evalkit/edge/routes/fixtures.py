@@ -105,6 +105,7 @@ ENDPOINTS = [
         "A fixture's bytes: with a login, or with the `expires` and `signature` of a signed "
         "URL (no login)",
         public=True,
+        refusals=(401, 403),  # neither a login nor a valid signed URL
         tags=["fixtures"],
     ),
     Endpoint(

@@ -109,6 +109,7 @@ ENDPOINTS = [
         "/cli",
         cli_latest,
         "This server's CLI wheel (a redirect)",
+        status=302,
         public=True,
         tags=["meta"],
     ),

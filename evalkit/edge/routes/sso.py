@@ -94,6 +94,7 @@ ENDPOINTS = [
         returns=wire.SsoInfo,
         public=True,
         tags=["auth"],
+        refusals=(502,),  # the provider's metadata
     ),
     Endpoint(
         "POST",
@@ -104,6 +105,7 @@ ENDPOINTS = [
         returns=api.Session,
         public=True,
         tags=["auth"],
+        refusals=(401, 403, 502),  # the code or ID token refused; the user; the provider
     ),
     Endpoint(
         "POST",
@@ -113,6 +115,7 @@ ENDPOINTS = [
         returns=wire.DeviceStart,
         public=True,
         tags=["auth"],
+        refusals=(502,),
     ),
     Endpoint(
         "POST",
@@ -123,5 +126,6 @@ ENDPOINTS = [
         returns=wire.DeviceLogin,
         public=True,
         tags=["auth"],
+        refusals=(401, 403, 502),
     ),
 ]
