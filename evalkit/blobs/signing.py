@@ -17,6 +17,7 @@ import time
 from urllib.parse import urlencode
 
 from evalkit.errors import EvalkitError
+from evalkit.model.names import whole_number
 
 DEFAULT_TTL_SECONDS = 3600
 _PURPOSE = b"evalkit fixture urls v1"
@@ -74,7 +75,7 @@ def verify(
             "a signed fixture URL needs both `expires` and `signature`; ask evalkit for a "
             "new URL, or log in instead"
         )
-    if not expires.isdigit():
+    if whole_number(expires) is None:
         raise SignatureRefused(f"`expires` must be a Unix time in seconds, got {expires!r}")
     expected = _signature(key, sha256, int(expires))
     if not hmac.compare_digest(expected.encode(), signature.encode()):

@@ -51,6 +51,7 @@ from evalkit.model.harness import (
     RunStart,
     RunStatus,
 )
+from evalkit.model.names import whole_number
 
 log = logging.getLogger("evalkit.harness.reference")
 
@@ -387,7 +388,7 @@ class HarnessState:
     def listing(self, cursor: str | None, limit: int) -> dict[str, Any]:
         start = 0
         if cursor:
-            if not cursor.isdigit():
+            if whole_number(cursor) is None:
                 raise _Refusal(400, "bad-cursor", f"cursor {cursor!r} is not one this harness gave")
             start = int(cursor)
         now = time.time()
@@ -477,7 +478,7 @@ def create_app(behaviour: Behaviour | None = None, api_key: str | None = None) -
         if b.lie or "run_listing" in lacks:
             raise missing("a run listing")
         limit_text = request.query_params.get("limit", "")
-        limit = int(limit_text) if limit_text.isdigit() and int(limit_text) > 0 else LISTING_PAGE
+        limit = whole_number(limit_text) or LISTING_PAGE
         return _json(state.listing(request.query_params.get("cursor"), min(limit, 1000)))
 
     async def workspace(request: Request) -> Response:

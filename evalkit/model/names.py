@@ -13,6 +13,22 @@ NAME_RULE = (
 )
 
 
+MAX_NUMBER_DIGITS = 18
+"""The most digits ``whole_number`` reads: any such number fits a bigint column."""
+
+
+def whole_number(text: str | None) -> int | None:
+    """``text`` as a whole number (an id, a version, a limit), or None when it is not one.
+
+    Only ASCII digits count: ``str.isdigit`` is also true of '²' and other Unicode digits,
+    which ``int`` refuses (or reads as other digits), and of runs of digits too long for
+    ``int`` to read at all.
+    """
+    if text and len(text) <= MAX_NUMBER_DIGITS and text.isascii() and text.isdigit():
+        return int(text)
+    return None
+
+
 def check_name(what: str, value: str) -> str:
     if not NAME_RE.match(value):
         raise BadRequest(f"{what} {value!r} is not a valid name: use {NAME_RULE}", code="bad-name")

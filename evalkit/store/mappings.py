@@ -11,6 +11,7 @@ from evalkit.auth.access import Actor
 from evalkit.db import Conn
 from evalkit.errors import BadRequest, NotFound
 from evalkit.model import mappings as wire
+from evalkit.model.names import whole_number
 from evalkit.store.agents import check_mapping, get_agent
 from evalkit.store.workspaces import WorkspaceRow
 
@@ -113,9 +114,10 @@ def parse_version(text: str) -> int | None:
     """A version from a URL: a number from 1, or ``active`` (None)."""
     if text == "active":
         return None
-    if not text.isdigit() or int(text) < 1 or len(text) > 9:
+    number = whole_number(text)
+    if number is None or number < 1 or len(text) > 9:
         raise BadRequest(
             f"mapping version {text!r} is not a version number (1, 2, ...) or 'active'",
             code="bad-mapping-version",
         )
-    return int(text)
+    return number

@@ -10,6 +10,7 @@ from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadRequest
 from evalkit.model import case_browse as wire
+from evalkit.model.names import whole_number
 from evalkit.store import case_browse
 from evalkit.store.workspaces import get_workspace
 
@@ -22,12 +23,13 @@ def _number(call: Call, name: str, default: int | None, low: int, high: int) -> 
     text = call.request.query_params.get(name)
     if text is None or text == "":
         return default
-    if not text.isdigit() or not low <= int(text) <= high:
+    number = whole_number(text)
+    if number is None or not low <= number <= high:
         raise BadRequest(
             f"{name} must be a whole number from {low} to {high}, not {text!r}",
             code="bad-query",
         )
-    return int(text)
+    return number
 
 
 def _text(call: Call, name: str) -> str | None:
@@ -78,11 +80,12 @@ async def promotions_list(call: Call) -> wire.PromotionPage:
 
 
 def _version(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 10**9:
+    number = whole_number(text)
+    if number is None or not 1 <= number <= 10**9:
         raise BadRequest(
             f"a case version is a number from 1, not {text!r}", code="bad-case-version"
         )
-    return int(text)
+    return number
 
 
 async def case_version_show(call: Call) -> wire.CaseVersionText:

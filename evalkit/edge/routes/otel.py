@@ -40,7 +40,7 @@ from evalkit.errors import (
 )
 from evalkit.jobs.otel import defer_settles
 from evalkit.model import otel as wire
-from evalkit.model.names import parse_ref
+from evalkit.model.names import parse_ref, whole_number
 from evalkit.otel.otlp import Decoded, NotTraces, decode_json, decode_protobuf
 from evalkit.store import otel as store
 from evalkit.store.agents import AgentRow, get_agent, get_agent_by_id
@@ -450,9 +450,10 @@ MAX_LIST = 1000
 
 def _limit(call: Call) -> int:
     text = call.request.query_params.get("limit", "100")
-    if not text.isdigit() or not 1 <= int(text) <= MAX_LIST:
+    number = whole_number(text)
+    if number is None or not 1 <= number <= MAX_LIST:
         raise BadRequest(f"limit must be a number from 1 to {MAX_LIST}, not {text!r}")
-    return int(text)
+    return number
 
 
 async def traces_list_all(call: Call) -> list[wire.TraceSession]:

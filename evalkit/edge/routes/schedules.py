@@ -11,7 +11,7 @@ from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.edge.routes.experiments import Plan, plan_experiment
 from evalkit.errors import BadRequest
 from evalkit.model import schedules as wire
-from evalkit.model.names import parse_ref
+from evalkit.model.names import parse_ref, whole_number
 from evalkit.model.runs import ExperimentCreate
 from evalkit.store import schedules as store
 from evalkit.store.workspaces import get_workspace
@@ -98,8 +98,9 @@ async def _schedule_id(conn: Any, call: Call) -> int:
     """``{schedule}`` is an id, or ``NAME@WORKSPACE`` (a bare NAME: the caller's personal
     workspace)."""
     text = call.param("schedule")
-    if text.isdigit():
-        return int(text)
+    number = whole_number(text)
+    if number is not None:
+        return number
     ref = parse_ref(text, "schedule").resolve(call.actor.username or "")
     ws = await get_workspace(conn, call.actor, ref.workspace or "")
     return await store.find_schedule(conn, ws.id, ws.facts.name, ref.name)

@@ -9,6 +9,7 @@ from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadRequest, Conflict
 from evalkit.jobs.scoring import defer_scoring
 from evalkit.model import scores as wire
+from evalkit.model.names import whole_number
 from evalkit.scoring.run import identities, selector_names
 from evalkit.store import runs as runs_store
 from evalkit.store import scores as store
@@ -17,20 +18,22 @@ from evalkit.store.workspaces import get_workspace
 
 def _id(call: Call, what: str) -> int:
     text = call.param(what)
-    if not text.isdigit():
+    number = whole_number(text)
+    if number is None:
         raise BadRequest(f"{what} ids are whole numbers, got {text!r}")
-    return int(text)
+    return number
 
 
 async def run_scores(call: Call) -> list[wire.Score]:
     access.require_read(call.actor)
     run_id = _id(call, "run")
     text = call.request.query_params.get("round")
-    if text is not None and not (text.isdigit() and int(text) >= 1):
+    number = whole_number(text)
+    if text is not None and not (number is not None and number >= 1):
         raise BadRequest(f"round must be a whole number of at least 1, got {text!r}")
     async with call.db.connection() as conn:
         await store.run_round(conn, run_id)  # 404 for no such run
-        return await store.run_scores(conn, run_id, int(text) if text else None)
+        return await store.run_scores(conn, run_id, number)
 
 
 async def experiment_rounds(call: Call) -> list[wire.ScoringRound]:

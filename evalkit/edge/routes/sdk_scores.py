@@ -14,6 +14,7 @@ from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.edge.routes.experiments import TRANSITION_MAX_BODY
 from evalkit.errors import BadRequest, Conflict
 from evalkit.model import sdk as wire
+from evalkit.model.names import whole_number
 from evalkit.store import runs as runs_store
 from evalkit.store import scores as scores_store
 from evalkit.store import sdk_scores as store
@@ -24,9 +25,10 @@ MAX_TEXT = 4000
 
 def _id(call: Call, what: str) -> int:
     text = call.param(what)
-    if not text.isdigit():
+    number = whole_number(text)
+    if number is None:
         raise BadRequest(f"{what} ids are whole numbers, got {text!r}")
-    return int(text)
+    return number
 
 
 def _require_sdk_driver(call: Call, row: dict[str, Any]) -> None:

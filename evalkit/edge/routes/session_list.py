@@ -6,7 +6,7 @@ from __future__ import annotations
 from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadRequest
-from evalkit.model.names import parse_ref
+from evalkit.model.names import parse_ref, whole_number
 from evalkit.model.session_list import SessionPage
 from evalkit.store.agents import get_agent
 from evalkit.store.session_list import list_session_page
@@ -20,9 +20,10 @@ def _number(call: Call, name: str, default: int, low: int, high: int) -> int:
     text = call.request.query_params.get(name)
     if text is None or text == "":
         return default
-    if not text.isdigit() or not low <= int(text) <= high:
+    number = whole_number(text)
+    if number is None or not low <= number <= high:
         raise BadRequest(f"{name} must be a whole number from {low} to {high}, not {text!r}")
-    return int(text)
+    return number
 
 
 async def trace_sessions_list(call: Call) -> SessionPage:

@@ -8,15 +8,17 @@ from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadRequest
 from evalkit.model import stats as wire
+from evalkit.model.names import whole_number
 from evalkit.scoring import stats
 from evalkit.store.stats import experiment_readings
 
 
 def _id(call: Call, param: str) -> int:
     text = call.param(param)
-    if not text.isdigit():
+    number = whole_number(text)
+    if number is None:
         raise BadRequest(f"experiment ids are whole numbers, got {text!r}")
-    return int(text)
+    return number
 
 
 def _int_param(call: Call, name: str, default: int) -> int:
@@ -42,9 +44,10 @@ async def experiment_scores(call: Call) -> wire.ExperimentScores:
 
 
 def _k(text: str) -> int:
-    if not text.isdigit():
+    number = whole_number(text)
+    if number is None:
         raise BadRequest(f"k must be a whole number, got {text!r}", code="bad-k")
-    return int(text)
+    return number
 
 
 async def experiments_compare(call: Call) -> wire.Comparison:

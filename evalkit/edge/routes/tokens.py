@@ -7,6 +7,7 @@ from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadRequest
 from evalkit.model import otel as wire
+from evalkit.model.names import whole_number
 from evalkit.store import agent_tokens
 from evalkit.store.agents import get_agent
 from evalkit.store.workspaces import get_workspace
@@ -41,15 +42,16 @@ async def tokens_list_all(call: Call) -> list[wire.AgentToken]:
 async def tokens_revoke(call: Call) -> wire.AgentToken:
     access.require_user(call.actor)
     text = call.param("token")
-    if not text.isdigit():
+    token_id = whole_number(text)
+    if token_id is None:
         raise BadRequest(
             f"a token id is a number (see `evalkit tokens list`), not {text!r}", code="bad-token-id"
         )
     async with call.db.transaction() as conn:
-        row = await agent_tokens.token_row(conn, int(text))
+        row = await agent_tokens.token_row(conn, token_id)
         ws = await get_workspace(conn, call.actor, row["workspace"])
         access.require_write(call.actor, ws.facts, _ACTION)
-        return await agent_tokens.revoke_token(conn, int(text))
+        return await agent_tokens.revoke_token(conn, token_id)
 
 
 _TOKENS = "/api/workspaces/{workspace}/agents/{agent}/tokens"

@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from evalkit.edge.routes import agents, otel, session_list, trace_check, workspaces
 from evalkit.errors import NotFound
+from evalkit.model.names import whole_number
 from evalkit.model.otel import TraceCheck
 from evalkit.otel.model import Span
 from evalkit.web.page import Page, WebCall, use
@@ -25,9 +26,10 @@ STATUSES = {0: "unset", 1: "ok", 2: "error"}
 
 
 def _int(text: str | None, default: int, low: int, high: int) -> int:
-    if text is None or not text.isdigit():
+    number = whole_number(text)
+    if number is None:
         return default
-    return max(low, min(high, int(text)))
+    return max(low, min(high, number))
 
 
 async def sessions_page(call: WebCall) -> Response:
