@@ -9,6 +9,9 @@ a span) from 8 concurrent clients. It prints:
   last ack is the moment the last span is durable), not acks;
 - p50 and p99 ack latency;
 - the edge's peak RSS (VmHWM);
+- the CPU time the edge process, the database's processes and the posting client (this
+  process) spent per batch (user + system, from /proc): less sensitive to other work on
+  the machine than the rates;
 - in the same run, the rate of a raw binary COPY of the same rows into the same table (one
   COPY per batch on one connection, no dedupe, no sessions): the ceiling;
 
@@ -40,6 +43,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from psycopg.types.string import BytesBinaryDumper
 
 from evalkit import serve
 from evalkit.auth.secrets import generate_key
@@ -209,6 +213,33 @@ async def post_all(
         return time.perf_counter() - started, latencies
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time the processes have used (from /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+def postgres_pids(pgdata: Path) -> list[int]:
+    """The postmaster and every process it started (backends, WAL writer, checkpointer)."""
+    postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+    pids = [postmaster]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == postmaster:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
 def count_spans(db_url: str, agent_id: int) -> int:
     with psycopg.connect(db_url) as conn:
         row = conn.execute("SELECT count(*) FROM spans WHERE agent_id = %s", [agent_id]).fetchone()
@@ -225,28 +256,32 @@ def raw_copy_rate(db_url: str, batches: list[bytes]) -> float:
             spans = decode_protobuf(body).spans
             received_at = datetime.now(UTC)
             began = time.perf_counter()
-            with conn.cursor() as cur, cur.copy(queries["span_copy"]) as copy:
-                copy.set_types(_COPY_TYPES)
-                for s in spans:
-                    copy.write_row(
-                        (
-                            received_at,
-                            -1,
-                            s.trace_id,
-                            s.span_id,
-                            s.parent_span_id,
-                            s.name,
-                            s.kind,
-                            s.start_ns,
-                            s.end_ns,
-                            s.status_code,
-                            s.status_message,
-                            s.scope,
-                            s.body,
-                            s.resource_body,
-                            s.size,
+            with conn.cursor() as cur:
+                # psycopg's default dumper for bytea is the DB-API Binary wrapper's, in
+                # Python; the plain bytes dumper is in C (the collector uses it too)
+                cur.adapters.register_dumper(bytes, BytesBinaryDumper)
+                with cur.copy(queries["span_copy"]) as copy:
+                    copy.set_types(_COPY_TYPES)
+                    for s in spans:
+                        copy.write_row(
+                            (
+                                received_at,
+                                -1,
+                                s.trace_id,
+                                s.span_id,
+                                s.parent_span_id,
+                                s.name,
+                                s.kind,
+                                s.start_ns,
+                                s.end_ns,
+                                s.status_code,
+                                s.status_message,
+                                s.scope,
+                                s.body,
+                                s.resource_body,
+                                s.size,
+                            )
                         )
-                    )
             spent += time.perf_counter() - began
             rows += len(spans)
     return rows / spent
@@ -311,9 +346,16 @@ def main() -> None:
         traces = f"{url}/api/otel/v1/traces"
         asyncio.run(post_all(traces, agent_token, batches[: args.warmup], args.concurrency))
         before = count_spans(db_url, agent_id)
+        database_pids = postgres_pids(cluster.pgdata)
+        pids = {"edge": [edge.pid], "database": database_pids, "client": [os.getpid()]}
+        cpu_before = {name: cpu_seconds(group) for name, group in pids.items()}
         elapsed, latencies = asyncio.run(
             post_all(traces, agent_token, batches[args.warmup :], args.concurrency)
         )
+        cpu = {
+            name: (cpu_seconds(group) - cpu_before[name]) / args.batches * 1000
+            for name, group in pids.items()
+        }
         persisted = count_spans(db_url, agent_id) - before
         expected = args.batches * BATCH
         if persisted != expected:
@@ -343,6 +385,8 @@ def main() -> None:
         print(
             f"{'edge peak RSS, MB':<34}{rss:>12.0f}{TARGET_RSS_MB:>12}{rss / TARGET_RSS_MB:>8.2f}"
         )
+        for name, ms in cpu.items():
+            print(f"{name + ' CPU per batch, ms':<34}{ms:>12.1f}")
     finally:
         if edge is not None:
             edge.terminate()
