@@ -42,7 +42,7 @@ def test_openapi_covers_every_endpoint(server):
             assert ref.split("/")[-1] in doc["components"]["schemas"]
     user_create = doc["components"]["schemas"]["UserCreate"]
     assert user_create["required"] == ["username"]
-    assert set(user_create["properties"]) == {"username", "password", "is_admin"}
+    assert set(user_create["properties"]) == {"username", "password", "is_admin", "subject"}
 
 
 def test_cli_help_and_version(cli):
