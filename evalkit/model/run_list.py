@@ -99,6 +99,7 @@ class RunPage(Output, kw_only=True):
     """One page of an experiment's runs, in run order, with the filters' choices."""
 
     experiment: ExperimentBrief
+    """Without its score means (``GET /api/experiments/{id}/brief`` has them)."""
     total: int
     """Runs matching the filters (every page)."""
     offset: int
@@ -171,6 +172,7 @@ class CaseComparison(Output, kw_only=True):
     """Experiments A (the baseline) and B (the new one) case by case, regressions first."""
 
     a: ExperimentBrief
+    """Without its score means, as ``b``."""
     b: ExperimentBrief
     total: int
     """Cases matching the filters (every page)."""

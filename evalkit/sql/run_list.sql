@@ -199,23 +199,29 @@ ORDER BY b.measure, bin;
 -- name: case_compare_page :many
 -- Experiments a and b case by case: per evaluator score name of each current round, the
 -- mean of each case's values on both sides and whether it regressed (passing, at least 0.5,
--- in a and not in b) or improved; cases with regressions first, then improvements.
-WITH per_a AS (
-    SELECT r.case_id, s.name, avg(s.value) AS v
+-- in a and not in b) or improved; cases with regressions first, then improvements. Every
+-- row also carries the total of matching cases, the score names of either side, and each
+-- side's score version (its round, how many scores it has, the newest one's id).
+WITH rows_a AS MATERIALIZED (
+    SELECT r.case_id, s.id, s.name, s.value, s.kind, s.skipped, e.scoring_round
     FROM experiments e
     JOIN runs r ON r.experiment_id = e.id
     JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round
-    WHERE e.id = %(a)s AND s.kind = 'evaluator' AND s.skipped IS NULL
-      AND s.value IS NOT NULL
-    GROUP BY r.case_id, s.name
+    WHERE e.id = %(a)s
+), rows_b AS MATERIALIZED (
+    SELECT r.case_id, s.id, s.name, s.value, s.kind, s.skipped, e.scoring_round
+    FROM experiments e
+    JOIN runs r ON r.experiment_id = e.id
+    JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round
+    WHERE e.id = %(b)s
+), per_a AS (
+    SELECT case_id, name, avg(value) AS v FROM rows_a
+    WHERE kind = 'evaluator' AND skipped IS NULL AND value IS NOT NULL
+    GROUP BY case_id, name
 ), per_b AS (
-    SELECT r.case_id, s.name, avg(s.value) AS v
-    FROM experiments e
-    JOIN runs r ON r.experiment_id = e.id
-    JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round
-    WHERE e.id = %(b)s AND s.kind = 'evaluator' AND s.skipped IS NULL
-      AND s.value IS NOT NULL
-    GROUP BY r.case_id, s.name
+    SELECT case_id, name, avg(value) AS v FROM rows_b
+    WHERE kind = 'evaluator' AND skipped IS NULL AND value IS NOT NULL
+    GROUP BY case_id, name
 ), runs_a AS (
     SELECT case_id, count(*) AS n FROM runs WHERE experiment_id = %(a)s GROUP BY case_id
 ), runs_b AS (
@@ -230,7 +236,6 @@ WITH per_a AS (
                 ELSE 'same' END AS change
     FROM per_a pa
     FULL JOIN per_b pb ON pb.case_id = pa.case_id AND pb.name = pa.name
-    WHERE %(score)s::text IS NULL OR COALESCE(pa.name, pb.name) = %(score)s
 ), cases AS (
     SELECT c.case_id, COALESCE(ra.n, 0) AS runs_a, COALESCE(rb.n, 0) AS runs_b,
            count(p.name) FILTER (WHERE p.change = 'regression') AS regressions,
@@ -245,20 +250,17 @@ WITH per_a AS (
     LEFT JOIN runs_a ra ON ra.case_id = c.case_id
     LEFT JOIN runs_b rb ON rb.case_id = c.case_id
     LEFT JOIN pairs p ON p.case_id = c.case_id
+                     AND (%(score)s::text IS NULL OR p.name = %(score)s)
     GROUP BY c.case_id, ra.n, rb.n
 )
-SELECT case_id, runs_a, runs_b, regressions, improvements, scores, count(*) OVER () AS total
+SELECT case_id, runs_a, runs_b, regressions, improvements, scores, count(*) OVER () AS total,
+       (SELECT COALESCE(array_agg(DISTINCT name ORDER BY name), '{}') FROM pairs) AS names,
+       (SELECT concat_ws(':', max(scoring_round), count(*), COALESCE(max(id), 0))
+        FROM rows_a) AS version_a,
+       (SELECT concat_ws(':', max(scoring_round), count(*), COALESCE(max(id), 0))
+        FROM rows_b) AS version_b
 FROM cases
 WHERE NOT %(changed)s OR regressions > 0 OR improvements > 0
 ORDER BY regressions DESC, improvements DESC, worst ASC NULLS LAST, case_id
 OFFSET %(offset)s
 LIMIT %(limit)s;
-
--- name: score_names_for_experiments :many
--- The evaluator score names of some experiments' current rounds.
-SELECT DISTINCT s.name
-FROM experiments e
-JOIN runs r ON r.experiment_id = e.id
-JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round
-WHERE e.id = ANY(%(experiment_ids)s::bigint[]) AND s.kind = 'evaluator'
-ORDER BY s.name;

@@ -37,7 +37,7 @@ class RunFilter:
 
 
 async def experiment_page(
-    conn: Conn, where: ExperimentFilter, offset: int, limit: int
+    conn: Conn, where: ExperimentFilter, offset: int, limit: int, *, with_scores: bool = True
 ) -> wire.ExperimentPage:
     params = dict(
         experiment_id=where.experiment_id,
@@ -48,13 +48,17 @@ async def experiment_page(
     )
     rows = await conn.all("experiment_brief_page", **params, offset=offset, limit=limit)
     total = await conn.one("experiment_brief_count", **params)
-    briefs = await _with_means(conn, rows)
+    briefs = await _with_means(conn, rows, with_scores)
     return wire.ExperimentPage(
         total=total["n"] if total else 0, offset=offset, limit=limit, experiments=briefs
     )
 
 
-async def experiment_brief(conn: Conn, experiment_id: int) -> wire.ExperimentBrief:
+async def experiment_brief(
+    conn: Conn, experiment_id: int, *, with_scores: bool = True
+) -> wire.ExperimentBrief:
+    """One experiment; ``with_scores`` False leaves its means out (they read every score
+    of its current round, the one costly part)."""
     rows = await conn.all(
         "experiment_brief_page",
         experiment_id=experiment_id,
@@ -70,14 +74,19 @@ async def experiment_brief(conn: Conn, experiment_id: int) -> wire.ExperimentBri
             f"no experiment {experiment_id}; see `evalkit experiments list`",
             code="no-such-experiment",
         )
-    [brief] = await _with_means(conn, rows)
+    [brief] = await _with_means(conn, rows, with_scores)
     return brief
 
 
-async def _with_means(conn: Conn, rows: list[dict[str, Any]]) -> list[wire.ExperimentBrief]:
+async def _with_means(
+    conn: Conn, rows: list[dict[str, Any]], with_scores: bool = True
+) -> list[wire.ExperimentBrief]:
     if not rows:
         return []
-    means = await conn.all("score_means_for_experiments", experiment_ids=[r["id"] for r in rows])
+    means = []
+    if with_scores:
+        ids = [r["id"] for r in rows]
+        means = await conn.all("score_means_for_experiments", experiment_ids=ids)
     by_experiment: dict[int, list[wire.ScoreMean]] = {}
     for m in means:
         gauge = bool(m["gauge"])
@@ -253,23 +262,22 @@ async def case_comparison(
 ) -> wire.CaseComparison:
     params = dict(a=a.id, b=b.id, score=score, changed=changed)
     rows = await conn.all("case_compare_page", **params, offset=offset, limit=limit)
-    if rows:
-        total = rows[0]["total"]
-    elif offset:
+    first = rows
+    if not rows and offset:
         first = await conn.all("case_compare_page", **params, offset=0, limit=1)
-        total = first[0]["total"] if first else 0
+    total = first[0]["total"] if first else 0
+    names = first[0]["names"] if first else []
+    if first:  # the statement counted both rounds' scores as it read them
+        version = f"{first[0]['version_a']}/{first[0]['version_b']}"
     else:
-        total = 0
-    names = await conn.all("score_names_for_experiments", experiment_ids=[a.id, b.id])
-    version_a = await score_version(conn, a.id)
-    version_b = await score_version(conn, b.id)
+        version = f"{await score_version(conn, a.id)}/{await score_version(conn, b.id)}"
     return wire.CaseComparison(
         a=a,
         b=b,
         total=total,
         offset=offset,
         limit=limit,
-        names=[n["name"] for n in names],
+        names=list(names or []),
         cases=[
             wire.CaseRow(
                 case_id=r["case_id"],
@@ -281,5 +289,5 @@ async def case_comparison(
             )
             for r in rows
         ],
-        score_version=f"{version_a}/{version_b}",
+        score_version=version,
     )

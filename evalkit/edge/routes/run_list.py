@@ -75,14 +75,19 @@ async def experiments_page(call: Call) -> wire.ExperimentPage:
         where = store.ExperimentFilter(
             workspace_id=workspace_id, dataset_id=dataset_id, agent_id=agent_id, status=status
         )
-        return await store.experiment_page(conn, where, offset, limit)
+        return await store.experiment_page(conn, where, offset, limit, with_scores=_scores(call))
 
 
 async def experiment_brief(call: Call) -> wire.ExperimentBrief:
     access.require_read(call.actor)
     experiment_id = _id(call, "experiment")
     async with call.db.connection() as conn:
-        return await store.experiment_brief(conn, experiment_id)
+        return await store.experiment_brief(conn, experiment_id, with_scores=_scores(call))
+
+
+def _scores(call: Call) -> bool:
+    """``?scores=0``: leave each score's mean out (it reads every score of the round)."""
+    return call.request.query_params.get("scores", "1").lower() not in ("0", "false", "no")
 
 
 # --------------------------------------------------------------------------- runs
@@ -102,7 +107,7 @@ async def experiment_runs(call: Call) -> wire.RunPage:
         state=state, case_id=_text(call, "case"), tag=_text(call, "tag"), score=score, below=below
     )
     async with call.db.connection() as conn:
-        experiment = await store.experiment_brief(conn, experiment_id)
+        experiment = await store.experiment_brief(conn, experiment_id, with_scores=False)
         return await store.run_page(conn, experiment, where, offset, limit)
 
 
@@ -123,7 +128,7 @@ async def experiment_charts(call: Call) -> wire.ExperimentCharts:
     access.require_read(call.actor)
     experiment_id = _id(call, "experiment")
     async with call.db.connection() as conn:
-        experiment = await store.experiment_brief(conn, experiment_id)
+        experiment = await store.experiment_brief(conn, experiment_id, with_scores=False)
         return await store.charts(conn, experiment)
 
 
@@ -136,8 +141,8 @@ async def experiments_compare_cases(call: Call) -> wire.CaseComparison:
     changed = call.request.query_params.get("changed", "0").lower() in ("1", "true", "yes")
     offset, limit = _paging(call, 50)
     async with call.db.connection() as conn:
-        a = await store.experiment_brief(conn, a_id)
-        b = await store.experiment_brief(conn, b_id)
+        a = await store.experiment_brief(conn, a_id, with_scores=False)
+        b = await store.experiment_brief(conn, b_id, with_scores=False)
         return await store.case_comparison(
             conn, a, b, score=_text(call, "score"), changed=changed, offset=offset, limit=limit
         )
@@ -151,7 +156,8 @@ ENDPOINTS = [
         "/api/experiment-list",
         experiments_page,
         "A page of experiments, newest first, with each score's mean in the current round "
-        "(?workspace=, ?dataset=NAME@WS, ?agent=NAME@WS, ?status=, ?offset=, ?limit= up to 200)",
+        "(?workspace=, ?dataset=NAME@WS, ?agent=NAME@WS, ?status=, ?offset=, ?limit= up to 200; "
+        "?scores=0 leaves the means out)",
         returns=wire.ExperimentPage,
         tags=["experiments"],
     ),
@@ -159,7 +165,8 @@ ENDPOINTS = [
         "GET",
         _EXP + "/brief",
         experiment_brief,
-        "One experiment without its runs: runs by state and each score's mean",
+        "One experiment without its runs: runs by state and each score's mean (?scores=0 "
+        "leaves the means out)",
         returns=wire.ExperimentBrief,
         tags=["experiments"],
     ),

@@ -31,6 +31,8 @@ PAGE_SIZE = 50
 TREND_SIZE = 30
 COMPARE_WAIT = 0.15
 """Seconds a compare page waits for the statistics before it renders without them."""
+SUMMARY_WAIT = 0.15
+"""The same for an experiment page's score summary."""
 
 
 class Memo:
@@ -263,17 +265,29 @@ async def experiment_page(call: WebCall) -> Response:
         query={**filters, "offset": offset, "limit": PAGE_SIZE},
     )
     e = page.experiment
-    summary = await memo(call).get(
-        ("scores", e.id, page.score_version),
-        lambda: use(call, stats.experiment_scores, params=params),
-    )
-    drawn = await use(call, run_list.experiment_charts, params=params)
-    same_dataset: wire.ExperimentPage = await use(
-        call, run_list.experiments_page, query={"dataset": e.dataset, "limit": 100}
+    summary, drawn, same_dataset = await asyncio.gather(
+        memo(call).get(
+            ("scores", e.id, page.score_version),
+            lambda: use(call, stats.experiment_scores, params=params),
+            wait=SUMMARY_WAIT,
+        ),
+        memo(call).get(
+            ("charts", e.id, page.score_version, tuple(sorted(e.by_state.items()))),
+            lambda: use(call, run_list.experiment_charts, params=params),
+        ),
+        use(
+            call,
+            run_list.experiments_page,
+            query={"dataset": e.dataset, "limit": 100, "scores": "0"},
+        ),
     )
     others = [x for x in same_dataset.experiments if x.id != e.id]
-    evaluators = [s.name for s in summary.scores if s.kind == "evaluator"]
-    return call.render(
+    if summary is not None:
+        evaluators = [s.name for s in summary.scores if s.kind == "evaluator"]
+    else:
+        seen = (s.name for r in page.runs for s in r.scores if s.kind == "evaluator")
+        evaluators = sorted(set(seen))
+    response = call.render(
         "experiment.html",
         fmt=FMT,
         e=e,
@@ -302,6 +316,9 @@ async def experiment_page(call: WebCall) -> Response:
             "errored",
         ),
     )
+    if summary is None:
+        response.headers["refresh"] = "2"
+    return response
 
 
 def _measure_chart(measure: wire.Measure, what: str) -> charts.Chart | None:

@@ -233,7 +233,12 @@ async def run_page(call: WebCall) -> Response:
     run_id = call.param("run")
     run = await use(call, experiments.runs_show, params={"run": run_id}, query={"trajectory": "1"})
     found = await use(call, scores.run_scores, params={"run": run_id})
-    brief = await use(call, run_list.experiment_brief, params={"experiment": run.experiment_id})
+    brief = await use(
+        call,
+        run_list.experiment_brief,
+        params={"experiment": run.experiment_id},
+        query={"scores": "0"},
+    )
     offset_text = call.request.query_params.get("steps", "0")
     offset = int(offset_text) if offset_text.isdigit() else 0
     view = trajectory_view(
