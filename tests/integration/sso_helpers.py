@@ -22,6 +22,8 @@ from joserfc import jwt
 from joserfc.jwk import RSAKey
 
 with warnings.catch_warnings():  # the mock imports authlib.jose, deprecated upstream
+    import authlib.deprecate  # noqa: F401  (its import turns its warnings on: undo that here)
+
     warnings.simplefilter("ignore")
     import oidc_provider_mock
     from oidc_provider_mock import User
