@@ -1,0 +1,1 @@
+"""Security tests: every route for every role, secrets, egress, the web UI, token checks."""
