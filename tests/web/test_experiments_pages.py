@@ -64,6 +64,8 @@ class Seeded:
     """Experiment B: finance@dev on v2 with ref@dev."""
     broken: int
     """An experiment whose harness answers invalid trajectories (case add only)."""
+    repeated: int
+    """again@dev (the reference harness) on add and mul of v2, three times each."""
     tokens: dict[str, str] = field(default_factory=dict)
 
     def api(self, path: str, token: str | None = None, **params) -> httpx.Response:
@@ -114,7 +116,16 @@ def seed(server, ref_url: str, broken_url: str) -> Seeded:
     admin_api(server, token, "POST", sync, json={"cases": cases(V2)})
     b = start(server, token, dataset="finance@dev", agent="ref@dev")
     broken = start(server, token, dataset="finance@dev", agent="broken@dev", case_ids=["add"])
-    return Seeded(server, token, a, b, broken, tokens)
+    create_agent(server, token, "dev", "again", ref_url)
+    repeated = start(
+        server,
+        token,
+        dataset="finance@dev",
+        agent="again@dev",
+        repetitions=3,
+        case_ids=["add", "mul"],
+    )
+    return Seeded(server, token, a, b, broken, repeated, tokens)
 
 
 @pytest.fixture(scope="module")
@@ -252,6 +263,11 @@ def test_experiment_pages_render(seeded):
         assert "66.7%" in text  # exact_match's pass rate, 2 of 3
         assert "Distribution of exact_match" in text and "Latency per run" in text
         assert 'href="/runs/' in text and 'name="other"' in text
+
+        repeated = settled(web, f"/experiments/{seeded.repeated}").text
+        for column in ("pass@1", "pass@2", "pass@3", "pass^2", "pass^3"):
+            assert f">{column}</th>" in repeated
+        assert "50.0%" in repeated  # add passes every time, mul never: pass@k is 1/2
 
         failing = web.get(
             f"/experiments/{seeded.b}", params={"score": "exact_match", "below": "0.5"}
