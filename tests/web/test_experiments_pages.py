@@ -397,6 +397,10 @@ def test_browser_open_an_experiment(seeded, page, log_in):
     page.wait_for_url(re.compile(r".*below=0\.5.*"))
     assert page.locator("table.runs tbody tr").count() == 1
     page.shot("failing-runs")
+    page.goto(f"{url}/experiments?dataset=finance%40dev")
+    assert page.get_by_role("heading", name="Score trend of finance@dev").is_visible()
+    page.get_by_role("link", name=re.compile(rf"#{seeded.a}: ")).first.focus()  # keyboard
+    page.shot("trend")
 
 
 def test_browser_compare_two(seeded, page, log_in):

@@ -208,7 +208,8 @@ def trend_charts(newest_first: list[wire.ExperimentBrief]) -> list[dict[str, Any
         if kind == "evaluator":
             chart = charts.line(samples, what=f"mean {name}", low=0.0, high=1.0)
         else:
-            chart = charts.line(samples, what=f"mean {name} (measured)")
+            fmt = {"cost": money, "latency": _short_secs}.get(name, charts.number)
+            chart = charts.line(samples, what=f"mean {name} (measured)", fmt=fmt)
         drawn.append({"name": name, "kind": kind, "chart": chart})
     return drawn
 
@@ -334,6 +335,10 @@ def _measure_chart(measure: wire.Measure, what: str) -> charts.Chart | None:
         unit="" if measure.unit == "USD" else measure.unit,
         fmt=fmt,
     )
+
+
+def _short_secs(value: float) -> str:
+    return f"{charts.number(value)} s"
 
 
 def money(value: float) -> str:
