@@ -210,6 +210,14 @@ def _check_url(url: str) -> None:
             "https://harness.example.com or http://localhost:8700)",
             code="bad-harness-url",
         )
+    if parts.username is not None or parts.password is not None:
+        # As for LLM providers and remote evaluators (judges.check_base_url): the URL is
+        # shown to everyone logged in, so a password in it would be a secret in the open.
+        raise BadRequest(
+            "harness_url has credentials in it (user:password@); everyone logged in sees the "
+            "URL, so give the key with --api-key-env (the API's api_key) instead",
+            code="bad-harness-url",
+        )
 
 
 def check_api_key(key: str) -> None:
