@@ -164,6 +164,12 @@ async def read_body(request: Request, struct: type, limit: int = MAX_JSON_BODY) 
         raise BadRequest(f"invalid {struct.__name__}: {exc}", code="bad-body") from None
     except msgspec.DecodeError as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}", code="bad-body") from None
+    except RecursionError:  # msgspec's guard against running out of stack
+        raise BadRequest(
+            f"the body's JSON is nested too deeply (arrays or objects inside one another "
+            f"hundreds of levels deep) to be a {struct.__name__}: flatten it",
+            code="bad-body",
+        ) from None
 
 
 _encoder = msgspec.json.Encoder()

@@ -194,6 +194,11 @@ def decode_json(body: bytes) -> Decoded:
         data = msgspec.json.decode(body)
     except msgspec.DecodeError as exc:
         raise NotTraces(f"the body is not valid JSON: {exc}") from None
+    except RecursionError:  # msgspec's guard against running out of stack
+        raise NotTraces(
+            "the body's JSON is nested deeper than any OTLP trace export (arrays and objects "
+            "inside one another hundreds of levels deep)"
+        ) from None
     if not isinstance(data, dict):
         raise NotTraces(
             "the body is not an OTLP trace export: expected a JSON object with resourceSpans"

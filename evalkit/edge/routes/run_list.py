@@ -12,7 +12,7 @@ from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadRequest
 from evalkit.model import run_list as wire
-from evalkit.model.names import parse_ref
+from evalkit.model.names import parse_ref, whole_number
 from evalkit.model.runs import RunState
 from evalkit.store import agents, datasets
 from evalkit.store import run_list as store
@@ -24,20 +24,22 @@ MAX_LIMIT = 200
 
 def _id(call: Call, what: str) -> int:
     text = call.param(what)
-    if not text.isdigit():
+    number = whole_number(text)
+    if number is None:
         raise BadRequest(
             f"experiment ids are whole numbers, got {text!r}; see `evalkit experiments list`"
         )
-    return int(text)
+    return number
 
 
 def _whole(call: Call, name: str, default: int, low: int, high: int) -> int:
     text = call.request.query_params.get(name)
     if text is None or text == "":
         return default
-    if not text.isdigit() or not low <= int(text) <= high:
+    number = whole_number(text)
+    if number is None or not low <= number <= high:
         raise BadRequest(f"{name} must be a whole number from {low} to {high}, got {text!r}")
-    return int(text)
+    return number
 
 
 def _text(call: Call, name: str) -> str | None:

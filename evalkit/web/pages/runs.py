@@ -15,6 +15,7 @@ from typing import Any
 from starlette.responses import Response
 
 from evalkit.edge.routes import experiments, run_list, scores
+from evalkit.model.names import whole_number
 from evalkit.web import charts
 from evalkit.web.page import Page, WebCall, use
 from evalkit.web.pages.experiments import FMT, pager
@@ -240,7 +241,7 @@ async def run_page(call: WebCall) -> Response:
         query={"scores": "0"},
     )
     offset_text = call.request.query_params.get("steps", "0")
-    offset = int(offset_text) if offset_text.isdigit() else 0
+    offset = whole_number(offset_text) or 0
     view = trajectory_view(
         run.trajectory,
         started=run.started_at,
