@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import regex
 from yaml.nodes import Node
 
 from evalkit.cases._check import Sink, is_number, is_str_list, kind, suggest
@@ -136,13 +136,16 @@ def _check_regex(ctx: EvalContext, name: str, config: Any, node: Node) -> None:
         if "pattern" not in config:
             _err(ctx, node, "`regex` needs `pattern:` (a regex or a list of them)")
             return
-        flags = re.IGNORECASE if config.get("ignore_case") else 0
+        flags = regex.IGNORECASE if config.get("ignore_case") else 0
         node, config = entries(node)["pattern"][1], config["pattern"]
     for pattern in _strings(ctx, name, config, node):
+        # The engine and flags the regex evaluator scores with (evalkit.scoring.builtins).
         try:
-            re.compile(pattern, flags)
-        except re.error as exc:
+            regex.compile(pattern, flags | regex.VERSION0)
+        except regex.error as exc:
             _err(ctx, node, f"`regex` pattern {pattern!r} does not compile: {exc}")
+        except RecursionError:
+            _err(ctx, node, f"`regex` pattern {pattern[:40]!r}... nests groups too deeply")
 
 
 def _check_numeric(ctx: EvalContext, name: str, config: Any, node: Node) -> None:

@@ -69,7 +69,7 @@ def parse(text: str) -> Document:
         node = loader.get_single_node()
         if node is None:
             return Document(None, None)
-        _refuse_cycles(node)
+        _refuse_bombs(node)
         problems = _check_keys(node)
         if any(p.code == "E-YAML-KEY" for p in problems):
             return Document(node, None, problems)
@@ -87,35 +87,82 @@ def parse(text: str) -> Document:
         raise YamlSyntaxError(message, line) from exc
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(str(exc).replace("\n", " "), None) from exc
+    except RecursionError:  # the pure-Python parser (no libyaml) recurses per level
+        raise YamlSyntaxError(
+            f"collections are nested too deeply (evalkit reads at most {MAX_DEPTH} levels)",
+            None,
+        ) from None
     finally:
         loader.dispose()
 
 
-def _refuse_cycles(root: Node) -> None:
-    """A recursive alias (``a: &x [*x]``) makes data that JSON cannot hold: refuse it."""
-    on_path: set[int] = set()
-    done: set[int] = set()
+MAX_DEPTH = 100
+"""Collections inside one another deeper than this are refused (constructing the data
+recurses once per level; no case needs a tenth of it)."""
+MAX_VALUES = 1_000_000
+"""Values a file may stand for once its aliases are expanded; past it, a file of a few
+lines can stand for billions (the "billion laughs")."""
+MAX_INT_DIGITS = 4000
+"""Python's ``int`` reads at most 4300 digits; a longer number would crash the loader."""
+_INT_TAG = "tag:yaml.org,2002:int"
 
-    def visit(node: Node) -> None:
-        if id(node) in done:
-            return
-        if id(node) in on_path:
+
+def _refuse_bombs(root: Node) -> None:
+    """Refuse what cannot become JSON data safely, before it is built: a recursive alias
+    (``a: &x [*x]``), nesting past ``MAX_DEPTH``, aliases that expand past ``MAX_VALUES``,
+    and integers too long to read. One pass without recursion (the file may be deep);
+    a node reached through several aliases is walked once and counted at each use."""
+    sizes: dict[int, int] = {}
+    heights: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, leaving = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if leaving:
+            on_path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+            heights[key] = 1 + max((heights[id(child)] for child in children), default=0)
+            if heights[key] > MAX_DEPTH:
+                raise YamlSyntaxError(
+                    f"collections are nested more than {MAX_DEPTH} levels deep from here; "
+                    "flatten the data",
+                    line_of(node),
+                )
+            if sizes[key] > MAX_VALUES:
+                raise YamlSyntaxError(
+                    f"aliases (*name) expand this to more than {MAX_VALUES} values (a YAML "
+                    "bomb); write the data out instead of repeating aliases of aliases",
+                    line_of(node),
+                )
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
             raise YamlSyntaxError(
                 "an alias refers to a collection that contains it (a recursive alias)",
                 line_of(node),
             )
-        on_path.add(id(node))
-        if isinstance(node, SequenceNode):
-            for child in node.value:
-                visit(child)
-        elif isinstance(node, MappingNode):
-            for key, value in node.value:
-                visit(key)
-                visit(value)
-        on_path.discard(id(node))
-        done.add(id(node))
+        if isinstance(node, ScalarNode) and node.tag == _INT_TAG:
+            digits = sum(c.isdigit() for c in node.value)
+            if digits > MAX_INT_DIGITS:
+                raise YamlSyntaxError(
+                    f"a number of {digits} digits is longer than evalkit reads "
+                    f"({MAX_INT_DIGITS}); put it in quotes to keep it as text",
+                    line_of(node),
+                )
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in children)
 
-    visit(root)
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    if isinstance(node, MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
 
 
 def _check_keys(root: Node) -> list[KeyProblem]:
