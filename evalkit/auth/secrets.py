@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from evalkit.errors import ConfigError, EvalkitError
 
 _VERSION = "v1:"
+HIDDEN = b"[key hidden]"
 
 GENERATE_KEY_COMMAND = (
     "python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())'"
@@ -24,6 +25,16 @@ GENERATE_KEY_COMMAND = (
 
 def generate_key() -> str:
     return base64.b64encode(os.urandom(32)).decode()
+
+
+def hide(data: bytes, secret: str | None) -> bytes:
+    """``data`` with every copy of ``secret`` replaced by ``[key hidden]``. What a harness,
+    judge or evaluator sends back may quote the key it was sent (some proxies put it in
+    their errors), and evalkit keeps errors and answers where everyone logged in reads
+    them."""
+    if not secret:
+        return data
+    return data.replace(secret.encode(), HIDDEN)
 
 
 class SecretBox:

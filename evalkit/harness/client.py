@@ -13,6 +13,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
+from evalkit.auth.secrets import hide
 from evalkit.errors import EvalkitError
 from evalkit.model.harness import (
     Capabilities,
@@ -44,6 +45,7 @@ class HarnessClient:
     def __init__(self, base_url: str, api_key: str | None, http: httpx.AsyncClient) -> None:
         self.base_url = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._api_key = api_key
         self._http = http
 
     async def capabilities(self) -> Capabilities:
@@ -84,7 +86,7 @@ class HarnessClient:
         where = f"{method} {url}"
         try:
             async with self._http.stream(method, url, headers=self._headers, **kwargs) as resp:
-                body = await _read_capped(resp, where)
+                body = hide(await _read_capped(resp, where), self._api_key)
         except httpx.TimeoutException:
             raise HarnessError(f"{where}: no answer in time", retryable=True) from None
         except httpx.TransportError as exc:

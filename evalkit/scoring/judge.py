@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from evalkit.auth.secrets import SecretBox
+from evalkit.auth.secrets import SecretBox, hide
 from evalkit.cases.model import JudgeConfig
 from evalkit.errors import EvalkitError
 from evalkit.scoring.judge_prompt import (
@@ -297,7 +297,7 @@ async def _post(
             if size > MAX_REPLY_BYTES:
                 raise _Failed(f"the judge's reply is over {MAX_REPLY_BYTES} bytes; not read")
             chunks.append(chunk)
-        return response.status_code, response.headers, b"".join(chunks)
+        return response.status_code, response.headers, hide(b"".join(chunks), judge.api_key)
 
 
 async def _ask(

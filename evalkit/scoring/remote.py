@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from evalkit.auth.secrets import SecretBox
+from evalkit.auth.secrets import SecretBox, hide
 from evalkit.cases.model import canonical_json
 from evalkit.errors import EvalkitError
 from evalkit.model.evaluator_api import API_VERSION, Score
@@ -161,7 +161,7 @@ async def _post(
             if size > MAX_REPLY_BYTES:
                 raise _Refused(f"the answer is over {MAX_REPLY_BYTES} bytes; not read")
             chunks.append(chunk)
-        return response.status_code, b"".join(chunks)
+        return response.status_code, hide(b"".join(chunks), evaluator.api_key)
 
 
 class _Refused(Exception):
