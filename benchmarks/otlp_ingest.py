@@ -246,12 +246,15 @@ def count_spans(db_url: str, agent_id: int) -> int:
     return int(row[0]) if row else 0
 
 
-def raw_copy_rate(db_url: str, batches: list[bytes]) -> float:
+def raw_copy_rate(db_url: str, batches: list[bytes], pgdata: Path) -> tuple[float, float]:
     """Binary COPY of the same rows (decoded outside the timer) into spans, one COPY per
-    batch on one connection: what the table takes with no dedupe and no session work."""
+    batch on one connection: what the table takes with no dedupe and no session work.
+    Rows per second, and the CPU seconds the database's processes spent meanwhile."""
     spent = 0.0
     rows = 0
     with psycopg.connect(db_url, autocommit=True) as conn:
+        database_pids = postgres_pids(pgdata)  # with this connection's backend
+        cpu_before = cpu_seconds(database_pids)
         for body in batches:
             spans = decode_protobuf(body).spans
             received_at = datetime.now(UTC)
@@ -284,7 +287,8 @@ def raw_copy_rate(db_url: str, batches: list[bytes]) -> float:
                         )
             spent += time.perf_counter() - began
             rows += len(spans)
-    return rows / spent
+        cpu = cpu_seconds(database_pids) - cpu_before
+    return rows / spent, cpu
 
 
 def main() -> None:
@@ -365,7 +369,8 @@ def main() -> None:
         latencies.sort()
         p50 = statistics.median(latencies) * 1000
         p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
-        ceiling = raw_copy_rate(db_url, batches[args.warmup :])
+        ceiling, copy_cpu = raw_copy_rate(db_url, batches[args.warmup :], cluster.pgdata)
+        copy_cpu = copy_cpu / args.batches * 1000
 
         print()
         print(f"{'measure':<34}{'value':>12}{'target':>12}{'ratio':>8}")
@@ -387,6 +392,7 @@ def main() -> None:
         )
         for name, ms in cpu.items():
             print(f"{name + ' CPU per batch, ms':<34}{ms:>12.1f}")
+        print(f"{'database CPU per raw COPY, ms':<34}{copy_cpu:>12.1f}")
     finally:
         if edge is not None:
             edge.terminate()
