@@ -54,8 +54,15 @@ def session_id_of(span: Span, names: list[str]) -> str | None:
         for source in (span.attributes, span.resource):
             value = source.get(name)
             if value not in (None, ""):
-                return str(value)
+                return session_text(value)
     return None
+
+
+def session_text(value: object) -> str:
+    """A session attribute's value as the session id: text, with U+FFFD for any NUL
+    (PostgreSQL text cannot hold one; the collector stores span names the same way)."""
+    text = str(value)
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def orphan_session_id(spans: list[Span], names: list[str]) -> str | None:

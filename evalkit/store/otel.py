@@ -33,7 +33,7 @@ from psycopg.types.string import BytesBinaryDumper
 from evalkit.db import Conn
 from evalkit.errors import DatabaseError
 from evalkit.model import otel as wire
-from evalkit.otel.model import Span, orphan_session_id, session_attribute_names
+from evalkit.otel.model import Span, orphan_session_id, session_attribute_names, session_text
 from evalkit.otel.otlp import Incoming, any_value, span_from_row
 from evalkit.sql import queries
 from evalkit.store.agents import active_mapping
@@ -127,7 +127,7 @@ def session_of_span(span: Incoming, names: list[str]) -> str | None:
     for name in names:
         for value in (wanted.get(name), span.resource.get(name)):
             if value not in (None, ""):
-                return str(value)
+                return session_text(value)
     return None
 
 

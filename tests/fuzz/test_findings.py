@@ -113,3 +113,32 @@ def test_openapi_declared_too_few_statuses(admin: httpx.Client) -> None:
         "application/x-protobuf",
         "application/json",
     }
+
+
+def test_nul_in_a_session_attribute_refused_the_whole_batch(admin: httpx.Client) -> None:
+    """A span whose session attribute held U+0000 made the batch's session row unstorable:
+    503 (the exporter retried it forever), then 400 for every span of the batch. The
+    session id now holds U+FFFD in its place, as span names already did."""
+    from evalkit.otel.mapping import load_starter
+
+    r = admin.post(
+        "/api/workspaces/admin/agents",
+        json={"name": "nul-bot", "mapping": load_starter("openinference")},
+    )
+    assert r.status_code == 201, r.text
+    span = {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "eee19b7ec3c1b174",
+        "name": "agent",
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "2",
+        "attributes": [{"key": "session.id", "value": {"stringValue": "a\u0000b"}}],
+    }
+    r = admin.post(
+        "/api/otel/v1/traces",
+        json={"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]},
+        headers={"X-Evalkit-Agent": "nul-bot@admin"},
+    )
+    assert r.status_code == 200 and r.json() == {}, r.text
+    sessions = admin.get("/api/workspaces/admin/agents/nul-bot/sessions").json()
+    assert [s["session_id"] for s in sessions] == ["a\ufffdb"]
