@@ -25,7 +25,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from evalkit.auth.access import ANONYMOUS, Actor
-from evalkit.db import Database
+from evalkit.db import Database, ValueRefused
 from evalkit.edge.endpoint import Call, Handler
 from evalkit.errors import ApiError, BadRequest, DatabaseError, Forbidden, Unauthorized
 from evalkit.store.accounts import resolve_login_token
@@ -183,6 +183,8 @@ class Page:
             return login_redirect(request, expired=True)
         except ApiError as exc:
             return call.render("error.html", status=exc.status, code=exc.code, message=exc.message)
+        except ValueRefused as exc:  # what the visitor typed, not the database being down
+            return call.render("error.html", status=400, code="bad-value", message=exc.message)
         except DatabaseError as exc:
             return call.render("error.html", status=503, code="database", message=exc.message)
 

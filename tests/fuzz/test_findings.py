@@ -142,3 +142,9 @@ def test_nul_in_a_session_attribute_refused_the_whole_batch(admin: httpx.Client)
     assert r.status_code == 200 and r.json() == {}, r.text
     sessions = admin.get("/api/workspaces/admin/agents/nul-bot/sessions").json()
     assert [s["session_id"] for s in sessions] == ["a\ufffdb"]
+
+
+def test_nul_in_the_web_login_form_was_a_503_page(module_server: RunningServer) -> None:
+    """The web pages answered the same DataError as "database down" (503)."""
+    r = httpx.post(f"{module_server.url}/login", data={"username": "a\x00b", "password": "x"})
+    assert r.status_code == 400 and "NUL character" in r.text
