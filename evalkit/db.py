@@ -36,7 +36,8 @@ class ValueRefused(DatabaseError):
 
 
 def _value_refused(exc: psycopg.DataError) -> ValueRefused:
-    if "NUL (0x00)" in str(exc):  # psycopg refuses these before sending anything
+    # psycopg refuses NUL in text before sending it; PostgreSQL refuses \u0000 in JSON.
+    if "NUL (0x00)" in str(exc) or "\\u0000" in (exc.diag.message_detail or ""):
         return ValueRefused(
             "a text value holds a NUL character (\\u0000), which evalkit cannot store; remove it"
         )

@@ -148,3 +148,14 @@ def test_nul_in_the_web_login_form_was_a_503_page(module_server: RunningServer) 
     """The web pages answered the same DataError as "database down" (503)."""
     r = httpx.post(f"{module_server.url}/login", data={"username": "a\x00b", "password": "x"})
     assert r.status_code == 400 and "NUL character" in r.text
+
+
+def test_nul_in_json_content_was_named_as_an_unsupported_escape(admin: httpx.Client) -> None:
+    """jsonb refuses \\u0000 with "unsupported Unicode escape sequence"; the answer now
+    says what the value holds and what to do, as for text."""
+    case = {"input": {"question": "a\x00b"}}
+    r = admin.post(
+        "/api/workspaces/admin/datasets/nul/sync", json={"cases": [{"id": "c1", "content": case}]}
+    )
+    body = error(r, 400)
+    assert body["code"] == "bad-value" and "NUL character" in body["message"], body
