@@ -4,8 +4,8 @@
 Every number comes from an API handler called as the page's user (``use``). The slow
 statistics (the summary and, above all, the comparison's bootstrap) are kept in memory
 under a key that changes whenever a score is added, so a page shows them again without
-recomputing; a comparison that is not ready within a moment renders without them and the
-page reloads itself until it is."""
+recomputing; a page whose statistics are not ready within a moment renders without them
+(the runs and cases are there) and reloads itself until they are."""
 
 from __future__ import annotations
 
@@ -218,9 +218,11 @@ async def _choices(call: WebCall) -> dict[str, Any]:
     """What the filters and the start form offer: workspaces, datasets, agents, and which
     of them can start an experiment (a shared Harness API agent, a dataset whose
     experiment would land in a workspace the user writes to)."""
-    spaces = await use(call, workspace_routes.workspaces_list)
-    all_datasets = await use(call, datasets.datasets_list_all)
-    all_agents = await use(call, agents.agents_list_all)
+    spaces, all_datasets, all_agents = await asyncio.gather(
+        use(call, workspace_routes.workspaces_list),
+        use(call, datasets.datasets_list_all),
+        use(call, agents.agents_list_all),
+    )
     kinds = {ws.name: ws for ws in spaces}
     shared_agents = [
         a
