@@ -7,6 +7,8 @@ connection failures become :class:`DatabaseError`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -99,6 +101,7 @@ class Database:
             open=False,
             name="evalkit",
         )
+        self._checking: asyncio.Task[None] | None = None
 
     async def open(self, timeout: float = 10.0) -> None:
         try:
@@ -107,6 +110,10 @@ class Database:
             raise DatabaseError(f"cannot connect to the database: {exc}") from exc
 
     async def close(self) -> None:
+        if self._checking is not None and not self._checking.done():
+            self._checking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checking
         await self.pool.close()
 
     @asynccontextmanager
@@ -125,6 +132,30 @@ class Database:
     async def _checkout(self) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
         try:
             async with self.pool.connection(timeout=10.0) as raw:
-                yield raw
+                try:
+                    yield raw
+                except psycopg.OperationalError as exc:
+                    # BEGIN or COMMIT (outside Conn's verbs) on a connection that died
+                    if raw.broken:
+                        self._check_idle()
+                    raise DatabaseError(
+                        f"the database did not answer ({exc}); is it running?"
+                    ) from exc
+                except (DatabaseError, psycopg.Error):
+                    if raw.broken:
+                        self._check_idle()
+                    raise
         except PoolTimeout as exc:
             raise DatabaseError("no database connection within 10 s; is the database up?") from exc
+
+    def _check_idle(self) -> None:
+        """A connection broke under a statement: the database restarted, failed over or
+        dropped it, and then the idle ones in the pool are most likely dead too. Test them
+        all now, in the background, replacing the dead, rather than fail one request for
+        each (a test on every checkout would cost a round trip on every request)."""
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.get_running_loop().create_task(self._check_pool())
+
+    async def _check_pool(self) -> None:
+        with contextlib.suppress(Exception):  # the pool logs what it could not replace
+            await self.pool.check()
