@@ -33,6 +33,7 @@ from joserfc.errors import BadSignatureError, JoseError
 from joserfc.jwk import KeySet
 
 from evalkit.auth.access import Actor
+from evalkit.auth.tokens import values_match
 from evalkit.config import OidcSettings
 from evalkit.db import Database
 from evalkit.errors import BadGateway, BadRequest, Unauthorized
@@ -212,7 +213,8 @@ class Provider:
             raise Unauthorized(f"the {what} claims to be issued in the future", code="bad-token")
         if not isinstance(claims.get("sub"), str) or not claims["sub"]:
             raise Unauthorized(f"the {what} names no subject (sub)", code="bad-token")
-        if nonce is not None and claims.get("nonce") != nonce:
+        got = claims.get("nonce")
+        if nonce is not None and not (isinstance(got, str) and values_match(got, nonce)):
             raise Unauthorized(
                 f"the {what}'s nonce does not match this login's; start the login again",
                 code="bad-token-nonce",

@@ -24,3 +24,10 @@ def token_digest(token: str) -> bytes:
 
 def digests_match(a: bytes, b: bytes) -> bool:
     return hmac.compare_digest(a, b)
+
+
+def values_match(presented: str, expected: str) -> bool:
+    """Compare a presented secret value (a CSRF value, an OAuth state or nonce) with the
+    expected one in constant time. As UTF-8 bytes: ``hmac.compare_digest`` refuses str
+    holding anything but ASCII, and a caller may send anything."""
+    return hmac.compare_digest(presented.encode(), expected.encode())

@@ -29,6 +29,7 @@ import httpx
 import msgspec
 
 from evalkit.auth.oidc import pkce_pair
+from evalkit.auth.tokens import values_match
 from evalkit.cli.output import CliError, note, say
 from evalkit.model import api
 from evalkit.model import sso as wire
@@ -233,7 +234,7 @@ def browser_login(client: Client, info: wire.SsoInfo) -> api.Session:
         server.shutdown()
         server.server_close()
     params = box.params or {}
-    if params.get("state") != state:
+    if not values_match(params.get("state") or "", state):
         raise CliError("the sign-in's state did not match; run `evalkit login` again")
     if "code" not in params:
         reason = params.get("error_description") or params.get("error") or "no code"

@@ -10,7 +10,6 @@ value derived from it.
 from __future__ import annotations
 
 import hashlib
-import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from evalkit.auth.access import ANONYMOUS, Actor
+from evalkit.auth.tokens import values_match
 from evalkit.db import Database, ValueRefused
 from evalkit.edge.endpoint import Call, Handler
 from evalkit.errors import ApiError, BadRequest, DatabaseError, Forbidden, Unauthorized
@@ -108,7 +108,7 @@ class WebCall(Call):
             values = [v for v in form.getlist(key) if isinstance(v, str)]
             data[key] = values if len(values) > 1 else (values[0] if values else "")
         sent = data.pop(CSRF_FIELD, "")
-        if not (self.session_token and hmac.compare_digest(str(sent), self.csrf)):
+        if not (self.session_token and values_match(str(sent), self.csrf)):
             raise Forbidden(
                 "csrf",
                 "the form's CSRF value is missing or stale; reload the page and submit again",
@@ -213,10 +213,27 @@ def login_redirect(request: Request, *, expired: bool = False) -> Response:
 
 
 def safe_next(target: str | None) -> str:
-    """Only a path on this server: an open redirect would make the login page a phishing aid."""
+    """Only a path on this server: an open redirect would make the login page a phishing aid.
+    Control characters are refused too: browsers drop tabs and newlines from a URL, so
+    ``/<TAB>/evil.example`` would read as ``//evil.example``."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
         return "/"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
+        return "/"
     return target
+
+
+def cookies_secure(request: Request) -> bool:
+    """Whether cookies get the Secure flag: the request came over https, or users reach the
+    server at an https public_url (TLS ending at a proxy in front, which speaks plain HTTP
+    to the edge)."""
+    public = request.app.state.settings.server.public_url or ""
+    return request.url.scheme == "https" or public.lower().startswith("https://")
+
+
+def from_another_site(request: Request) -> bool:
+    """A browser says so (Sec-Fetch-Site) when another site's page sent this request."""
+    return request.headers.get("sec-fetch-site", "").lower() in ("cross-site", "same-site")
 
 
 def set_session(response: Response, request: Request, token: str, max_age: int) -> None:
@@ -227,7 +244,7 @@ def set_session(response: Response, request: Request, token: str, max_age: int) 
         path="/",
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=cookies_secure(request),
     )
 
 

@@ -270,6 +270,7 @@ def tell(s: Story, harness, evaluator, judge) -> None:
         "POST", "/api/experiments", alice, json={"dataset": "math@dev", "agent": "bot@dev"}
     )
     detail = wait_finished(s, alice, experiment["id"])
+    assert [r["state"] for r in detail["run_list"]] == ["done"], detail  # the key worked
     assert evaluator.requests and judge.requests, "scoring called both"
     assert judge.requests[-1]["headers"]["authorization"] == f"Bearer {JUDGE_KEY}"
     assert evaluator.requests[-1]["headers"]["authorization"] == f"Bearer {EVAL_KEY}"

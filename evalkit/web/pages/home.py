@@ -11,6 +11,7 @@ from evalkit.web.page import (
     SESSION_COOKIE,
     Page,
     WebCall,
+    from_another_site,
     safe_next,
     set_session,
     use,
@@ -32,12 +33,22 @@ async def login_form(call: WebCall) -> Response:
 
 
 async def login_submit(call: WebCall) -> Response:
-    # No CSRF value exists before a session; SameSite cookies and the same-origin form
-    # action keep a cross-site login from planting a session.
+    # No CSRF value exists before a session, and a SameSite cookie is still set by the
+    # answer to another site's top-level POST: that site could log its visitors in as
+    # itself (login CSRF). Browsers say where the form came from; refuse other sites.
     form = await call.request.form()
     username = str(form.get("username", "")).strip()
     password = str(form.get("password", ""))
     target = safe_next(str(form.get("next", "")))
+    if from_another_site(call.request):
+        return call.render(
+            "login.html",
+            status=403,
+            next=target,
+            error="This login form was sent from another site; log in on this page instead.",
+            username=username,
+            sso=sso_enabled(call),
+        )
     try:
         async with call.db.connection() as conn:
             session = await login_limits.login(

@@ -10,7 +10,6 @@ the user (created at the first sign-in) gets the same session cookie as a passwo
 from __future__ import annotations
 
 import base64
-import hmac
 import json
 import secrets
 
@@ -18,9 +17,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from evalkit.auth import oidc
+from evalkit.auth.tokens import values_match
 from evalkit.errors import ApiError
 from evalkit.store import accounts, identities
-from evalkit.web.page import Page, WebCall, safe_next, set_session
+from evalkit.web.page import Page, WebCall, cookies_secure, safe_next, set_session
 
 FLOW_COOKIE = "evalkit_sso"
 FLOW_PATH = "/login/sso"
@@ -94,7 +94,7 @@ async def sso_start(call: WebCall) -> Response:
         path=FLOW_PATH,
         httponly=True,
         samesite="lax",  # sent on the provider's top-level redirect back to us
-        secure=call.request.url.scheme == "https",
+        secure=cookies_secure(call.request),
     )
     return response
 
@@ -111,7 +111,7 @@ async def sso_callback(call: WebCall) -> Response:
         # nothing is signed in on this path.
         reason = params["error"]
         return _login_again(call, f"The identity provider did not sign you in: {reason}.", 401)
-    if not hmac.compare_digest(params.get("state", ""), flow["state"]):
+    if not values_match(params.get("state", ""), flow["state"]):
         return _login_again(call, "The sign-in's state does not match; start it again.")
     code = params.get("code")
     if not code:
