@@ -28,7 +28,7 @@ def try_(
         ),
     ] = None,
     port: Annotated[
-        int | None, Parameter(help="Port for the server (default: 8600, or a free one).")
+        int | None, Parameter(help="Port for the server (default: 8600 if free; 0: any free port).")
     ] = None,
     exit_: Annotated[
         bool,

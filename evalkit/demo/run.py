@@ -71,6 +71,8 @@ def _admin_password(data_dir: Path) -> tuple[str, bool]:
 
 
 def _pick_port(host: str, wanted: int | None) -> int:
+    if wanted == 0:
+        return serve.free_port(host)
     if wanted is not None:
         serve.check_port_free(host, wanted)
         return wanted
