@@ -12,6 +12,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
@@ -118,35 +119,90 @@ def check_port_free(host: str, port: int) -> None:
             ) from None
 
 
+WORKER_RESTART_SECONDS = (0.5, 10.0)
+"""The first and the longest wait before the job worker starts again after it stopped."""
+
+
 async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> None:
+    """Run procrastinate's worker until ``stop`` is set.
+
+    Procrastinate stops its worker when the database goes away (its listener, heartbeat or
+    job fetch fails). This starts it again, after 0.5 s, then twice as long each time up
+    to 10 s, so a database restart or failover needs no one to restart the process. The
+    jobs a stopped worker still held (it could not tell the database it stopped) are put
+    back in the queue as soon as the database answers, not a stalled-worker time later.
+    """
+    from procrastinate.exceptions import ConnectorException
+    from procrastinate.worker import Worker
+
     from evalkit.jobs import runtime
     from evalkit.jobs.app import bind
-    from evalkit.jobs.maintenance import requeue_stalled
 
     jobs = bind(db_url, max_size=settings.worker.concurrency + 2)
-    async with jobs.open_async():
-        await requeue_stalled(jobs, settings.worker.stalled_seconds)
-        heartbeat = max(min(settings.worker.stalled_seconds / 4, 10.0), 0.5)
-        worker = asyncio.create_task(
-            jobs.run_worker_async(
-                concurrency=settings.worker.concurrency,
-                install_signal_handlers=False,
-                name=f"evalkit-{socket.gethostname()}-{os.getpid()}",
-                update_heartbeat_interval=heartbeat,
-                fetch_job_polling_interval=settings.worker.job_poll_seconds,
-                stalled_worker_timeout=settings.worker.stalled_seconds,
-            )
-        )
-        stopper = asyncio.create_task(stop.wait())
-        await asyncio.wait({worker, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if not worker.done():
-            worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(worker, timeout=30)
+    jobs.perform_import_paths()
+    options: dict[str, Any] = {
+        **jobs.worker_defaults,
+        "concurrency": settings.worker.concurrency,
+        "install_signal_handlers": False,
+        "name": f"evalkit-{socket.gethostname()}-{os.getpid()}",
+        "update_heartbeat_interval": max(min(settings.worker.stalled_seconds / 4, 10.0), 0.5),
+        "fetch_job_polling_interval": settings.worker.job_poll_seconds,
+        "stalled_worker_timeout": settings.worker.stalled_seconds,
+    }
+    loop = asyncio.get_running_loop()
+    wait = WORKER_RESTART_SECONDS[0]
+    leftover: list[int] = []
+    """Ids of stopped workers of this process still registered, holding their jobs."""
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        async with jobs.open_async():
+            while not stop.is_set():
+                began = loop.time()
+                worker = Worker(app=jobs, **options)
+                task = asyncio.create_task(_worker_round(jobs, worker, leftover, settings))
+                await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                        await asyncio.wait_for(task, timeout=30)
+                    break
+                error = None if task.cancelled() else task.exception()
+                if error is not None and not isinstance(error, ConnectorException):
+                    raise error
+                if worker.worker_id is not None:
+                    leftover.append(worker.worker_id)
+                if loop.time() - began > 60:
+                    wait = WORKER_RESTART_SECONDS[0]
+                log.warning(
+                    "the job worker stopped (%s); starting it again in %.1f s",
+                    _cause(error) if error else "it lost its database connection",
+                    wait,
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(stopper), timeout=wait)
+                wait = min(wait * 2, WORKER_RESTART_SECONDS[1])
+    finally:
         stopper.cancel()
         await runtime.close()
-        if worker.done() and not worker.cancelled() and worker.exception():
-            raise worker.exception()  # type: ignore[misc]
+
+
+async def _worker_round(jobs: Any, worker: Any, leftover: list[int], settings: Settings) -> None:
+    """Let go of the stopped workers' jobs (unregistered, they have no worker: stalled at
+    once), queue again the jobs of dead workers, then run the worker until it stops."""
+    from evalkit.jobs.maintenance import requeue_stalled
+
+    while leftover:
+        await jobs.job_manager.unregister_worker(leftover[-1])
+        leftover.pop()
+    await requeue_stalled(jobs, settings.worker.stalled_seconds)
+    await worker.run()
+
+
+def _cause(error: BaseException) -> str:
+    """The first line of the innermost cause: procrastinate's own message is generic."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 async def run(
