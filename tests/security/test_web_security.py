@@ -419,3 +419,26 @@ def test_login_goes_back_to_a_path_on_the_server(site):
             data={"username": "reed", "password": READER_PASSWORD, "next": "/w/dev?x=1"},
         )
     assert r.status_code == 303 and r.headers["location"] == "/w/dev?x=1"
+
+
+def test_a_sign_in_coming_back_with_any_state_is_answered(site):
+    """The state that comes back from the identity provider is compared in constant time
+    with the one the flow cookie holds, whatever characters either side has (a non-ASCII
+    state was a 500)."""
+    import base64
+    import json
+
+    from evalkit.web.pages.sso import FLOW_COOKIE
+
+    flow = {"state": "expected-state", "nonce": "n", "verifier": "v", "next": "/"}
+    cookie = base64.urlsafe_b64encode(json.dumps(flow).encode()).decode()
+    with browser(site) as client:
+        for state in ("é" * 14, "expected-stat", "expected-state\x00", ""):
+            r = client.get(
+                "/login/sso/callback",
+                params={"state": state, "code": "c"},
+                headers={"cookie": f"{FLOW_COOKIE}={cookie}"},
+            )
+            assert r.status_code == 400, (state, r.status_code, r.text[:200])
+            assert "state does not match" in r.text
+            assert SESSION_COOKIE not in r.headers.get("set-cookie", "")
