@@ -133,10 +133,9 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
     back in the queue as soon as the database answers, not a stalled-worker time later.
     """
     from procrastinate.exceptions import ConnectorException
-    from procrastinate.worker import Worker
 
     from evalkit.jobs import runtime
-    from evalkit.jobs.app import bind
+    from evalkit.jobs.app import Worker, bind
 
     jobs = bind(db_url, max_size=settings.worker.concurrency + 2)
     jobs.perform_import_paths()

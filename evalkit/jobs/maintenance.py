@@ -8,13 +8,18 @@ from procrastinate import App, JobContext
 from procrastinate.exceptions import UniqueViolation
 from procrastinate.jobs import Status
 
-from evalkit.jobs.app import app
+from evalkit.jobs.app import DATABASE_RETRY, app
 
 log = logging.getLogger("evalkit.jobs")
 
 
 @app.periodic(cron="*/1 * * * *", periodic_id="retry-stalled-jobs")
-@app.task(name="retry_stalled_jobs", queueing_lock="retry_stalled_jobs", pass_context=True)
+@app.task(
+    name="retry_stalled_jobs",
+    queueing_lock="retry_stalled_jobs",
+    retry=DATABASE_RETRY,
+    pass_context=True,
+)
 async def retry_stalled_jobs(context: JobContext, timestamp: int) -> int:
     """Put jobs of workers that stopped sending heartbeats back in the queue."""
     from evalkit.jobs.runtime import settings
@@ -38,7 +43,11 @@ async def requeue_stalled(jobs: App, seconds: float) -> int:
 
 
 @app.periodic(cron="17 * * * *", periodic_id="delete-stale-login-tokens")
-@app.task(name="delete_stale_login_tokens", queueing_lock="delete_stale_login_tokens")
+@app.task(
+    name="delete_stale_login_tokens",
+    queueing_lock="delete_stale_login_tokens",
+    retry=DATABASE_RETRY,
+)
 async def delete_stale_login_tokens(timestamp: int) -> None:
     from evalkit.jobs.runtime import database
 

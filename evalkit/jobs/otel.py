@@ -21,7 +21,7 @@ from procrastinate.exceptions import AlreadyEnqueued
 
 from evalkit.config import OtelSettings
 from evalkit.db import Conn, Database
-from evalkit.jobs.app import app, defer, load_tasks
+from evalkit.jobs.app import DATABASE_RETRY, app, defer, load_tasks
 
 log = logging.getLogger("evalkit.otel")
 
@@ -29,7 +29,7 @@ DAYS_AHEAD = 3
 
 
 @app.periodic(cron="7 * * * *", periodic_id="span-partitions")
-@app.task(name="span_partitions", queueing_lock="span_partitions")
+@app.task(name="span_partitions", queueing_lock="span_partitions", retry=DATABASE_RETRY)
 async def span_partitions(timestamp: int) -> dict[str, list[str]]:
     """Create the coming days' span partitions and drop those past retention."""
     from evalkit.jobs.runtime import database, settings
@@ -51,7 +51,7 @@ ORPHAN_ROUNDS = 25
 
 
 @app.periodic(cron="* * * * *", periodic_id="orphan-traces")
-@app.task(name="orphan_traces", queueing_lock="orphan_traces")
+@app.task(name="orphan_traces", queueing_lock="orphan_traces", retry=DATABASE_RETRY)
 async def orphan_traces(timestamp: int) -> dict[str, int]:
     """Give traces whose root span never came a session from their spans, or mark them
     orphan traces."""

@@ -21,7 +21,7 @@ from procrastinate import JobContext, RetryStrategy
 from evalkit.db import Conn, Database
 from evalkit.harness.client import HarnessClient
 from evalkit.jobs import runtime, settle
-from evalkit.jobs.app import app, defer
+from evalkit.jobs.app import DATABASE_RETRY, app, defer
 from evalkit.model.harness import Capabilities
 from evalkit.model.runs import RunWork
 from evalkit.runs import machine
@@ -46,7 +46,7 @@ async def dispatch_agent(context: JobContext, agent_id: int) -> int:
 
 
 @app.periodic(cron="*/1 * * * *", periodic_id="sweep-runs")
-@app.task(name="sweep_runs", queueing_lock="sweep_runs", pass_context=True)
+@app.task(name="sweep_runs", queueing_lock="sweep_runs", retry=DATABASE_RETRY, pass_context=True)
 async def sweep_runs(context: JobContext, timestamp: int) -> int:
     """The safety net, once a minute: start queued runs whose agent has free slots, and
     queue a step for live runs that no job will move (their worker died between claiming

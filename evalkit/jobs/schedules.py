@@ -25,7 +25,7 @@ from evalkit.config import Settings
 from evalkit.db import Database
 from evalkit.errors import ApiError, EvalkitError
 from evalkit.jobs import runtime
-from evalkit.jobs.app import app
+from evalkit.jobs.app import DATABASE_RETRY, app
 from evalkit.store import schedules as store
 
 log = logging.getLogger("evalkit.schedules")
@@ -42,7 +42,9 @@ class Fire:
 
 
 @app.periodic(cron="*/1 * * * *", periodic_id="fire-schedules")
-@app.task(name="fire_schedules", queueing_lock="fire_schedules", pass_context=True)
+@app.task(
+    name="fire_schedules", queueing_lock="fire_schedules", retry=DATABASE_RETRY, pass_context=True
+)
 async def fire_schedules(context: JobContext, timestamp: int) -> int:
     """Start the experiments of every schedule that is due."""
     fires = await tick(

@@ -21,7 +21,7 @@ from procrastinate import JobContext
 
 from evalkit.db import Conn
 from evalkit.jobs import runtime
-from evalkit.jobs.app import app, defer
+from evalkit.jobs.app import DATABASE_RETRY, app, defer
 from evalkit.model.runs import RunWork, TrajectoryRecord, Transition
 from evalkit.store import runs as runs_store
 
@@ -47,7 +47,7 @@ async def defer_settle(conn: Conn | None, agent_id: int, session_id: str, *, aft
     )
 
 
-@app.task(name="settle_session", pass_context=True)
+@app.task(name="settle_session", retry=DATABASE_RETRY, pass_context=True)
 async def settle_session(context: JobContext, agent_id: int, session_id: str) -> str:
     settings = runtime.settings()
     async with runtime.database().connection() as conn:

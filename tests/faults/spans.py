@@ -178,11 +178,15 @@ def traced_agent(server: object, admin: str, workspace: str, name: str = "bot") 
     return mint(server, admin, workspace, name)
 
 
-def stored_counts(db_url: str) -> Counter[Key]:
-    """How many times each (trace id, span id) is stored."""
+def stored_counts(db_url: str, agent: str | None = None) -> Counter[Key]:
+    """How many times each (trace id, span id) is stored (for the agent named, when one is:
+    a span's identity is its agent's, trace and span ids)."""
     rows = query(
         db_url,
-        "SELECT encode(trace_id, 'hex'), encode(span_id, 'hex'), count(*) FROM spans GROUP BY 1, 2",
+        "SELECT encode(s.trace_id, 'hex'), encode(s.span_id, 'hex'), count(*) FROM spans s "
+        "JOIN agents a ON a.id = s.agent_id WHERE %s::text IS NULL OR a.name = %s "
+        "GROUP BY 1, 2",
+        (agent, agent),
     )
     return Counter({(t, s): n for t, s, n in rows})
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -35,11 +36,14 @@ from evalkit.config import Settings
 from evalkit.db import Database
 from evalkit.errors import DatabaseError
 from evalkit.harness.reference import Behaviour, ReferenceHarness
+from evalkit.otel.mapping import load_starter
 from evalkit.sql import migrate
 from tests.faults.processes import EdgeProcess, RestartableCluster, fault_seed, query, says
 from tests.faults.spans import (
     ExporterLog,
+    SeededIds,
     Senders,
+    exporter,
     keys,
     make_batches,
     stored_counts,
@@ -55,6 +59,8 @@ from tests.faults.test_worker_kill import (
     wait_all_finished,
     wait_no_advance_jobs,
 )
+from tests.integration.datasets_helpers import admin_api
+from tests.integration.otel_helpers import agent_session, mint
 from tests.integration.runs_helpers import ARITHMETIC, api, create_agent, fast_engine, until
 
 RECOVERY_BOUND = 15.0
@@ -64,6 +70,10 @@ AGENTS = {
     "quick": (Behaviour(run_seconds=0.3), {"max_concurrent_runs": 4}),
     "slow": (Behaviour(run_seconds=3.0), {"max_concurrent_runs": 3}),
 }
+TRACED = "traced"
+"""An agent whose trajectories come from its spans (a settle job per run), sent by
+:class:`TraceFeeder` for each run its harness starts."""
+SETTLE = {"EVALKIT_OTEL_SETTLE_SECONDS": "0.5"}
 
 
 def engine_env(settings: Settings) -> dict[str, str]:
@@ -77,6 +87,62 @@ def engine_env(settings: Settings) -> dict[str, str]:
         "EVALKIT_WORKER_RETRY_BACKOFF_SECONDS": str(worker.retry_backoff_seconds),
         "EVALKIT_WORKER_STALLED_SECONDS": str(worker.stalled_seconds),
     }
+
+
+class TraceFeeder:
+    """Plays the traced agent's instrumentation: for each run its harness starts, an agent
+    turn's spans with the harness run id as the session id, exported through the real
+    exporter, and sent again until acknowledged."""
+
+    def __init__(self, ref: ReferenceHarness, url: str, token: str, seed: int) -> None:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+
+        self.ref = ref
+        self.exporter = exporter(url, token)
+        self.memory = InMemorySpanExporter()
+        self.provider = TracerProvider(
+            resource=Resource.create({"service.name": "traced-agent"}),
+            id_generator=SeededIds(random.Random(f"{seed}-traced")),
+        )
+        self.provider.add_span_processor(SimpleSpanProcessor(self.memory))
+        self.tracer = self.provider.get_tracer("evalkit-fault-tests")
+        self.sent: set[str] = set()
+        self.failed = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> TraceFeeder:
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        pending: dict[str, list[Any]] = {}
+        while not self.stop.is_set():
+            for evalkit_id, run in list(self.ref.state.by_evalkit_id.items()):
+                if evalkit_id in self.sent:
+                    continue
+                if evalkit_id not in pending:
+                    agent_session(self.tracer, run.id)
+                    pending[evalkit_id] = list(self.memory.get_finished_spans())
+                    self.memory.clear()
+                if self.exporter.export(pending[evalkit_id]) is SpanExportResult.SUCCESS:
+                    self.sent.add(evalkit_id)
+                else:
+                    self.failed += 1
+            self.stop.wait(0.05)
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=60)
+        self.exporter.shutdown()
+        self.provider.shutdown()
 
 
 def states(db_url: str) -> Counter[str]:
@@ -157,6 +223,7 @@ def test_postgres_restarted_under_load(tmp_path: Path, cli):
     edge: EdgeProcess | None = None
     worker: WorkerProcess | None = None
     senders: Senders | None = None
+    feeder: TraceFeeder | None = None
     probe: Probe | None = None
     try:
         db_url = cluster.start()
@@ -164,10 +231,10 @@ def test_postgres_restarted_under_load(tmp_path: Path, cli):
 
         settings = Settings()
         fast_engine(settings)
-        edge = EdgeProcess(db_url, tmp_path, **engine_env(settings))
+        edge = EdgeProcess(db_url, tmp_path, **engine_env(settings), **SETTLE)
         settings.encryption_key = edge.key
         settings.server.port = edge.port
-        worker = WorkerProcess(db_url, settings, tmp_path)
+        worker = WorkerProcess(db_url, settings, tmp_path, **SETTLE)
         edge.start()
         worker.start()
         edge.wait_ready(context)
@@ -177,11 +244,32 @@ def test_postgres_restarted_under_load(tmp_path: Path, cli):
         for name, (behaviour, agent_settings) in AGENTS.items():
             harnesses[name] = ReferenceHarness(behaviour).start()
             create_agent(edge, token, "dev", name, harnesses[name].url, **agent_settings)
-        span_token = traced_agent(edge, token, "dev", "traced")
+        harnesses[TRACED] = ReferenceHarness(
+            Behaviour(run_seconds=1.0, without=frozenset({"trajectory"}))
+        ).start()
+        admin_api(
+            edge,
+            token,
+            "POST",
+            "/api/workspaces/dev/agents",
+            json={
+                "name": TRACED,
+                "harness_url": harnesses[TRACED].url,
+                "trajectory_source": "otel",
+                "mapping": load_starter("openinference"),
+                "poll_interval": 0.05,
+                "trajectory_wait": 60,
+                "max_concurrent_runs": 3,
+            },
+        )
+        feeder = TraceFeeder(
+            harnesses[TRACED], edge.url, mint(edge, token, "dev", TRACED), seed
+        ).start()
+        span_token = traced_agent(edge, token, "dev", "load")
         batches = make_batches(rng, 4000, 50)
 
         experiments: dict[int, str] = {}
-        for agent in ["quick", "slow"] * 3:
+        for agent in ["quick", "slow", TRACED] * 2:
             body: dict[str, Any] = {"repetitions": rng.choice([1, 2, 3])}
             cases = rng.sample(sorted(ARITHMETIC), rng.randint(1, 3))
             if len(cases) < len(ARITHMETIC):
@@ -221,6 +309,7 @@ def test_postgres_restarted_under_load(tmp_path: Path, cli):
 
         assert edge.alive(), says(context, "the edge exited", edge.tail())
         wait_all_finished(db_url, worker, 180, context)
+        feeder.finish()
         settled = time.monotonic() - last_up
         wait_no_advance_jobs(db_url, 90, context)
         wait_queue_idle(db_url, 60, context)
@@ -253,7 +342,7 @@ def test_postgres_restarted_under_load(tmp_path: Path, cli):
         assert not failed, says(context, failed, jobs_dump(db_url))
 
         # ---- spans: every acknowledged one stored, once
-        stored = stored_counts(db_url)
+        stored = stored_counts(db_url, "load")
         exported = len(acked) + len(given_up)
         missing = keys([batches[i] for i in acked]) - set(stored)
         assert not missing, says(context, f"{len(missing)} acknowledged spans not stored")
@@ -267,11 +356,15 @@ def test_postgres_restarted_under_load(tmp_path: Path, cli):
             f"{worker.logs().count('starting it again')} times; experiments finished "
             f"{settled:.1f} s after the last restart; {exported} exports ({len(acked)} "
             f"acknowledged, exporter retries {exporter_log.retries}, given up "
-            f"{len(given_up)}); {time.monotonic() - began:.1f} s in all"
+            f"{len(given_up)}; why: {dict(exporter_log.gave_up)}); traced runs' exports "
+            f"{len(feeder.sent)} acknowledged after {feeder.failed} failed; "
+            f"{time.monotonic() - began:.1f} s in all"
         )
     finally:
         if senders is not None:
             senders.stop.set()
+        if feeder is not None:
+            feeder.stop.set()
         if probe is not None:
             probe.close()
         if worker is not None:
@@ -341,6 +434,67 @@ async def test_begin_on_a_dead_connection_is_a_database_error(database_url):
             assert await conn.one("schema_revision_get")
     finally:
         await db.close()
+
+
+def test_every_job_runs_again_after_a_database_error():
+    """A database restart under a job ends it with a DatabaseError (or procrastinate's
+    ConnectorException when it queues a job): each of evalkit's jobs runs again rather
+    than stay failed (settle_session and the periodic jobs had no retry)."""
+    from procrastinate.exceptions import ConnectorException
+    from procrastinate.jobs import Job
+
+    from evalkit.jobs.app import load_tasks
+
+    tasks = {
+        n: t
+        for n, t in load_tasks().tasks.items()
+        if not n.startswith(("builtin:", "procrastinate."))
+    }
+    assert {"settle_session", "sweep_runs", "orphan_traces", "fire_schedules"} <= set(tasks)
+    lost = DatabaseError("the database did not answer (server closed the connection)")
+    for name, task in tasks.items():
+        job = Job(queue="default", lock=None, queueing_lock=None, task_name=name, attempts=1)
+        for error in (lost, ConnectorException("Database error.")):
+            assert task.get_retry_exception(exception=error, job=job) is not None, (name, error)
+
+
+async def test_a_retry_that_meets_its_waiting_twin_gives_way(database_url):
+    """A job fails (a database restart under it) and is to be retried while a job with the
+    same queueing lock already waits (the edge queued the next settle when a span came):
+    the failed one is dropped, the waiting one stays. Procrastinate's own retry raised
+    and left the failed job ``doing`` under a live worker, where nothing took it back."""
+    from procrastinate.jobs import Job, Status
+    from procrastinate.retry import RetryDecision
+
+    from evalkit.jobs.app import Worker, bind
+
+    lock = "settle:1:s-twin"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        ids = [
+            conn.execute(
+                "INSERT INTO procrastinate_jobs (queue_name, task_name, queueing_lock, args, "
+                "status) VALUES ('default', 'settle_session', %s, "
+                '\'{"agent_id": 1, "session_id": "s-twin"}\', %s) RETURNING id',
+                (lock, status),
+            ).fetchone()[0]  # type: ignore[index]
+            for status in ("doing", "todo")
+        ]
+    jobs = bind(database_url, max_size=2)
+    async with jobs.open_async():
+        worker = Worker(app=jobs, install_signal_handlers=False)
+        failed = Job(
+            id=ids[0],
+            queue="default",
+            lock=None,
+            queueing_lock=lock,
+            task_name="settle_session",
+            attempts=0,
+        )
+        await worker._persist_job_status(
+            failed, Status.FAILED, RetryDecision(retry_in={"seconds": 1}), None, None
+        )
+    left = query(database_url, "SELECT id, status FROM procrastinate_jobs ORDER BY id")
+    assert left == [(ids[1], "todo")], left
 
 
 def test_worker_comes_back_after_the_database_restarts(tmp_path: Path):
