@@ -360,6 +360,16 @@ def test_postgres_restarted_under_load(tmp_path: Path, cli):
             f"{len(feeder.sent)} acknowledged after {feeder.failed} failed; "
             f"{time.monotonic() - began:.1f} s in all"
         )
+    except httpx.TransportError as exc:
+        state = "gone" if edge is None else "running" if edge.alive() else "exited"
+        code = None if edge is None or edge.proc is None else edge.proc.returncode
+        raise AssertionError(
+            says(
+                context,
+                f"the edge did not answer ({exc!r}); its process: {state} ({code})",
+                edge.tail() if edge else "",
+            )
+        ) from exc
     finally:
         if senders is not None:
             senders.stop.set()
