@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -191,3 +192,4 @@ class RestartableCluster:
 
     def stop(self) -> None:
         self.embedded.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
