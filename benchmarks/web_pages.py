@@ -241,8 +241,8 @@ def main() -> None:
         children.append(spawn(["server", "--no-worker", "--port", str(port)], env))
         children.append(spawn(["harness", "example", "--port", str(harness_port)], env))
         url = f"http://127.0.0.1:{port}"
-        wait_http(url + "/healthz")
-        wait_http(f"http://127.0.0.1:{harness_port}/capabilities")
+        wait_http(url + "/healthz", 120)
+        wait_http(f"http://127.0.0.1:{harness_port}/capabilities", 120)
         if args.seed == "engine":
             children.append(spawn(["worker"], env))
         token = httpx.post(

@@ -66,6 +66,8 @@ class Seeded:
     """An experiment whose harness answers invalid trajectories (case add only)."""
     repeated: int
     """again@dev (the reference harness) on add and mul of v2, three times each."""
+    stuck: int = 0
+    """Set by tests that add a run the harness never finishes (test_runs_pages.py)."""
     tokens: dict[str, str] = field(default_factory=dict)
 
     def api(self, path: str, token: str | None = None, **params) -> httpx.Response:

@@ -5,6 +5,7 @@ Plus the viewer's reading of documents that are not valid ATIF."""
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 
@@ -14,8 +15,8 @@ import pytest
 from evalkit.harness.reference import Behaviour
 from evalkit.web.pages.runs import STEP_PAGE, content_parts, trajectory_view
 from tests.conftest import with_database
-from tests.integration.runs_helpers import engine_server, harness
-from tests.web.test_experiments_pages import Seeded, seed
+from tests.integration.runs_helpers import create_agent, engine_server, harness
+from tests.web.test_experiments_pages import Seeded, seed, start
 from tests.web.test_pages_http import logged_in
 
 
@@ -26,9 +27,21 @@ def seeded(pg_admin_url, template_url, tmp_path_factory):
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {name} TEMPLATE evalkit_template")
     running = engine_server(with_database(pg_admin_url, name), tmp_path_factory.mktemp("runs"))
+    stuck = Behaviour(run_seconds=math.inf, ignore_stop=True)
     try:
-        with harness() as ref, harness(Behaviour(invalid_trajectory=True)) as bad:
-            yield seed(running, ref.url, bad.url)
+        with (
+            harness() as ref,
+            harness(Behaviour(invalid_trajectory=True)) as bad,
+            harness(stuck) as slow,
+        ):
+            seeded = seed(running, ref.url, bad.url)
+            create_agent(
+                running, seeded.token, "dev", "stuck", slow.url, run_timeout=0.3, stop_grace=0.3
+            )
+            seeded.stuck = start(
+                running, seeded.token, dataset="finance@dev", agent="stuck@dev", case_ids=["add"]
+            )
+            yield seeded
     finally:
         running.stop()
         with psycopg.connect(pg_admin_url, autocommit=True) as conn:
@@ -79,6 +92,18 @@ def test_invalid_trajectory_says_which_rules_it_breaks(seeded):
     assert "This trajectory breaks ATIF rules" in r.text
     for problem in run["trajectory_errors"]:
         assert f'<span class="tag">{problem["rule"]}</span>' in r.text
+
+
+def test_partial_trajectory_says_the_run_was_cut_short(seeded):
+    stuck = run_id(seeded, seeded.stuck, "add")
+    run = seeded.api(f"/api/runs/{stuck}").json()
+    assert run["timed_out"] is True and run["trajectory_partial"] is True
+    with logged_in(seeded.server) as web:
+        text = web.get(f"/runs/{stuck}").text
+    assert "<strong>Partial:</strong> the run was cut short" in text
+    assert '<span class="tag">timed out</span>' in text
+    assert "stop grace" in text  # the run's error, as recorded
+    assert 'class="step src-user"' in text  # the steps it did take are shown
 
 
 def test_run_page_refusals(seeded):
