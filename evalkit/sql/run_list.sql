@@ -35,8 +35,9 @@ WHERE (%(experiment_id)s::bigint IS NULL OR e.id = %(experiment_id)s)
   AND (%(status)s::text IS NULL OR e.status = %(status)s);
 
 -- name: score_means_for_experiments :many
--- Per experiment and score name of its current round: readings, mean value and mean
--- measurement (a name is a gauge when every row of it is one).
+-- Per experiment and score name of the given round (each experiment's current one, passed
+-- in so the planner sees it): readings, mean value and mean measurement (a name is a gauge
+-- when every row of it is one).
 SELECT r.experiment_id, s.name, bool_and(s.kind = 'gauge') AS gauge,
        count(*) FILTER (WHERE s.skipped IS NULL
                           AND (s.value IS NOT NULL OR jsonb_typeof(s.raw) = 'number'))
@@ -44,22 +45,19 @@ SELECT r.experiment_id, s.name, bool_and(s.kind = 'gauge') AS gauge,
        avg(s.value) FILTER (WHERE s.skipped IS NULL) AS mean,
        avg((s.raw #>> '{}')::float8)
            FILTER (WHERE s.skipped IS NULL AND jsonb_typeof(s.raw) = 'number') AS raw_mean
-FROM experiments e
-JOIN runs r ON r.experiment_id = e.id
-JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round
-WHERE e.id = ANY(%(experiment_ids)s::bigint[])
+FROM unnest(%(experiment_ids)s::bigint[], %(rounds)s::integer[]) AS x (id, round)
+JOIN runs r ON r.experiment_id = x.id
+JOIN scores s ON s.run_id = r.id AND s.round = x.round
 GROUP BY r.experiment_id, s.name
 ORDER BY r.experiment_id, s.name;
 
 -- name: score_version_get :one
--- What changes whenever a score of the experiment's current round is added (scores are
--- only ever inserted): the round, how many scores it has and the newest one's id.
-SELECT e.scoring_round, count(s.id) AS n, COALESCE(max(s.id), 0) AS last_id
-FROM experiments e
-LEFT JOIN runs r ON r.experiment_id = e.id
-LEFT JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round
-WHERE e.id = %(experiment_id)s
-GROUP BY e.scoring_round;
+-- What changes whenever a score of an experiment's round is added (scores are only ever
+-- inserted): how many scores the round has and the newest one's id.
+SELECT count(*) AS n, COALESCE(max(s.id), 0) AS last_id
+FROM runs r
+JOIN scores s ON s.run_id = r.id AND s.round = %(round)s
+WHERE r.experiment_id = %(experiment_id)s;
 
 -- name: run_list_count :one
 -- How many runs of an experiment the filters of run_list_page match.
@@ -146,35 +144,35 @@ CROSS JOIN LATERAL jsonb_array_elements_text(
 ORDER BY tag;
 
 -- name: score_histograms :many
--- Per evaluator score name of an experiment's current round: its values counted in ten
--- equal bins of [0, 1] (a value of 1 falls in the last).
+-- Per evaluator score name of an experiment's round: its values counted in ten equal bins
+-- of [0, 1] (a value of 1 falls in the last).
 SELECT s.name, LEAST(width_bucket(s.value, 0, 1, 10), 10) AS bin, count(*) AS n
-FROM experiments e
-JOIN runs r ON r.experiment_id = e.id
-JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round
-WHERE e.id = %(experiment_id)s AND s.kind = 'evaluator' AND s.skipped IS NULL
+FROM runs r
+JOIN scores s ON s.run_id = r.id AND s.round = %(round)s
+WHERE r.experiment_id = %(experiment_id)s AND s.kind = 'evaluator' AND s.skipped IS NULL
   AND s.value IS NOT NULL
 GROUP BY s.name, bin
 ORDER BY s.name, bin;
 
 -- name: run_measure_histograms :many
 -- Latency (seconds from start to the harness's final status, or the run's end) and cost
--- (USD: the cost score, else the trajectory's final_metrics) of an experiment's runs,
--- counted in equal bins from 0 to the largest, with percentiles: a row per measure and bin.
+-- (USD: the cost score, else the trajectory's final_metrics, read only for runs without
+-- the score) of an experiment's runs, counted in equal bins from 0 to the largest, with
+-- percentiles: a row per measure and bin.
 WITH m AS (
     SELECT extract(epoch FROM COALESCE(r.harness_done_at, r.finished_at) - r.started_at)::float8
                AS seconds,
            COALESCE(
                (c.raw #>> '{}')::float8,
-               CASE WHEN jsonb_typeof(t.body #> '{final_metrics,total_cost_usd}') = 'number'
-                    THEN (t.body #>> '{final_metrics,total_cost_usd}')::float8 END
+               (SELECT CASE WHEN jsonb_typeof(t.body #> '{final_metrics,total_cost_usd}')
+                                 = 'number'
+                            THEN (t.body #>> '{final_metrics,total_cost_usd}')::float8 END
+                FROM trajectories t WHERE t.run_id = r.id)
            ) AS cost
-    FROM experiments e
-    JOIN runs r ON r.experiment_id = e.id
-    LEFT JOIN scores c ON c.run_id = r.id AND c.round = e.scoring_round AND c.name = 'cost'
+    FROM runs r
+    LEFT JOIN scores c ON c.run_id = r.id AND c.round = %(round)s AND c.name = 'cost'
                       AND jsonb_typeof(c.raw) = 'number'
-    LEFT JOIN trajectories t ON t.run_id = r.id
-    WHERE e.id = %(experiment_id)s
+    WHERE r.experiment_id = %(experiment_id)s
 ), measured AS (
     SELECT 'latency' AS measure, seconds AS x FROM m WHERE seconds IS NOT NULL
     UNION ALL
@@ -197,23 +195,22 @@ GROUP BY b.measure, b.low, b.high, b.runs, b.p50, b.p95, bin
 ORDER BY b.measure, bin;
 
 -- name: case_compare_page :many
--- Experiments a and b case by case: per evaluator score name of each current round, the
+-- Experiments a and b case by case: per evaluator score name of each one's round, the
 -- mean of each case's values on both sides and whether it regressed (passing, at least 0.5,
 -- in a and not in b) or improved; cases with regressions first, then improvements. Every
 -- row also carries the total of matching cases, the score names of either side, and each
--- side's score version (its round, how many scores it has, the newest one's id).
+-- side's score version (its round, how many scores it has, the newest one's id). The
+-- rounds are passed in (each experiment's current one) so the planner sees them.
 WITH rows_a AS MATERIALIZED (
-    SELECT r.case_id, s.id, s.name, s.value, s.kind, s.skipped, e.scoring_round
-    FROM experiments e
-    JOIN runs r ON r.experiment_id = e.id
-    JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round
-    WHERE e.id = %(a)s
+    SELECT r.case_id, s.id, s.name, s.value, s.kind, s.skipped
+    FROM runs r
+    JOIN scores s ON s.run_id = r.id AND s.round = %(round_a)s
+    WHERE r.experiment_id = %(a)s
 ), rows_b AS MATERIALIZED (
-    SELECT r.case_id, s.id, s.name, s.value, s.kind, s.skipped, e.scoring_round
-    FROM experiments e
-    JOIN runs r ON r.experiment_id = e.id
-    JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round
-    WHERE e.id = %(b)s
+    SELECT r.case_id, s.id, s.name, s.value, s.kind, s.skipped
+    FROM runs r
+    JOIN scores s ON s.run_id = r.id AND s.round = %(round_b)s
+    WHERE r.experiment_id = %(b)s
 ), per_a AS (
     SELECT case_id, name, avg(value) AS v FROM rows_a
     WHERE kind = 'evaluator' AND skipped IS NULL AND value IS NOT NULL
@@ -255,9 +252,9 @@ WITH rows_a AS MATERIALIZED (
 )
 SELECT case_id, runs_a, runs_b, regressions, improvements, scores, count(*) OVER () AS total,
        (SELECT COALESCE(array_agg(DISTINCT name ORDER BY name), '{}') FROM pairs) AS names,
-       (SELECT concat_ws(':', max(scoring_round), count(*), COALESCE(max(id), 0))
+       (SELECT concat_ws(':', %(round_a)s, count(*), COALESCE(max(id), 0))
         FROM rows_a) AS version_a,
-       (SELECT concat_ws(':', max(scoring_round), count(*), COALESCE(max(id), 0))
+       (SELECT concat_ws(':', %(round_b)s, count(*), COALESCE(max(id), 0))
         FROM rows_b) AS version_b
 FROM cases
 WHERE NOT %(changed)s OR regressions > 0 OR improvements > 0

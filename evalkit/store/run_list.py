@@ -85,8 +85,11 @@ async def _with_means(
         return []
     means = []
     if with_scores:
-        ids = [r["id"] for r in rows]
-        means = await conn.all("score_means_for_experiments", experiment_ids=ids)
+        means = await conn.all(
+            "score_means_for_experiments",
+            experiment_ids=[r["id"] for r in rows],
+            rounds=[r["scoring_round"] for r in rows],
+        )
     by_experiment: dict[int, list[wire.ScoreMean]] = {}
     for m in means:
         gauge = bool(m["gauge"])
@@ -122,12 +125,11 @@ async def _with_means(
     ]
 
 
-async def score_version(conn: Conn, experiment_id: int) -> str:
+async def score_version(conn: Conn, experiment: wire.ExperimentBrief) -> str:
     """``round:count:newest id`` of the current round's scores (they are insert-only)."""
-    row = await conn.one("score_version_get", experiment_id=experiment_id)
-    if row is None:
-        return "0:0:0"
-    return f"{row['scoring_round']}:{row['n']}:{row['last_id']}"
+    round_ = experiment.scoring_round
+    row = await conn.one("score_version_get", experiment_id=experiment.id, round=round_)
+    return f"{round_}:{row['n']}:{row['last_id']}" if row else f"{round_}:0:0"
 
 
 # --------------------------------------------------------------------------- runs
@@ -177,7 +179,7 @@ async def run_page(
         limit=limit,
         runs=[_run_item(r, scores.get(r["id"], [])) for r in rows],
         tags=tags,
-        score_version=await score_version(conn, experiment.id),
+        score_version=await score_version(conn, experiment),
     )
 
 
@@ -208,13 +210,12 @@ def _run_item(r: dict[str, Any], scores: list[wire.RunScore]) -> wire.RunListIte
 
 
 async def charts(conn: Conn, experiment: wire.ExperimentBrief) -> wire.ExperimentCharts:
-    bins = await conn.all("score_histograms", experiment_id=experiment.id)
+    where = {"experiment_id": experiment.id, "round": experiment.scoring_round}
+    bins = await conn.all("score_histograms", **where)
     counts: dict[str, list[int]] = {}
     for row in bins:
         counts.setdefault(row["name"], [0] * 10)[row["bin"] - 1] = row["n"]
-    measures = await conn.all(
-        "run_measure_histograms", experiment_id=experiment.id, bins=MEASURE_BINS
-    )
+    measures = await conn.all("run_measure_histograms", **where, bins=MEASURE_BINS)
     return wire.ExperimentCharts(
         experiment_id=experiment.id,
         round=experiment.scoring_round,
@@ -260,7 +261,14 @@ async def case_comparison(
     offset: int,
     limit: int,
 ) -> wire.CaseComparison:
-    params = dict(a=a.id, b=b.id, score=score, changed=changed)
+    params = dict(
+        a=a.id,
+        b=b.id,
+        round_a=a.scoring_round,
+        round_b=b.scoring_round,
+        score=score,
+        changed=changed,
+    )
     rows = await conn.all("case_compare_page", **params, offset=offset, limit=limit)
     first = rows
     if not rows and offset:
@@ -270,7 +278,7 @@ async def case_comparison(
     if first:  # the statement counted both rounds' scores as it read them
         version = f"{first[0]['version_a']}/{first[0]['version_b']}"
     else:
-        version = f"{await score_version(conn, a.id)}/{await score_version(conn, b.id)}"
+        version = f"{await score_version(conn, a)}/{await score_version(conn, b)}"
     return wire.CaseComparison(
         a=a,
         b=b,
