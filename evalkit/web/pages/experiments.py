@@ -31,6 +31,8 @@ PAGE_SIZE = 50
 TREND_SIZE = 30
 COMPARE_WAIT = 0.15
 """Seconds a compare page waits for the statistics before it renders without them."""
+REGRESSIONS_SHOWN = 100
+"""Regressions listed on a compare page (the cases table pages through every one)."""
 SUMMARY_WAIT = 0.15
 """The same for an experiment page's score summary."""
 
@@ -385,6 +387,9 @@ async def compare_page(call: WebCall) -> Response:
         lambda: use(call, stats.experiments_compare, params=params),
         wait=COMPARE_WAIT,
     )
+    regressions = []
+    if comparison is not None:
+        regressions = [(s.name, u) for s in comparison.scores for u in s.regressions]
     response = call.render(
         "compare.html",
         fmt=FMT,
@@ -392,6 +397,8 @@ async def compare_page(call: WebCall) -> Response:
         b=cases.b,
         cases=cases,
         comparison=comparison,
+        regressions=regressions[:REGRESSIONS_SHOWN],
+        regression_count=len(regressions),
         filters=filters,
         pager=pager(cases.total, cases.offset, cases.limit, filters, "#cases"),
     )
