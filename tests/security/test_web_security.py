@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 import pytest
@@ -76,6 +76,8 @@ FORMS: dict[str, dict[str, str]] = {
 class Site:
     server: RunningServer
     params: dict[str, str]
+    sessions: dict[str, str] = field(default_factory=dict)
+    """username -> a session token the tests share."""
 
     def path(self, template: str) -> str:
         return re.sub(r"\{(\w+)(:\w+)?\}", lambda m: self.params[m[1]], template)
@@ -146,14 +148,23 @@ def seed(server: RunningServer) -> Site:
 
 
 @contextmanager
-def browser(site: Site, username: str | None = None, password: str = "") -> Iterator[httpx.Client]:
+def browser(
+    site: Site, username: str | None = None, password: str = "", *, fresh: bool = False
+) -> Iterator[httpx.Client]:
+    """A browser, logged in as ``username`` if given: through the login form the first
+    time, then with the same session (a password hash per test would double the time);
+    ``fresh`` logs in anew, for a test that ends its session."""
     with httpx.Client(base_url=site.server.url, follow_redirects=False, timeout=30) as client:
         if username is not None:
-            r = client.post("/login", data={"username": username, "password": password})
-            assert r.status_code == 303, r.text
+            token = None if fresh else site.sessions.get(username)
+            if token is None:
+                r = client.post("/login", data={"username": username, "password": password})
+                assert r.status_code == 303, r.text
+                token = r.cookies[SESSION_COOKIE]
+                if not fresh:
+                    site.sessions[username] = token
             # The cookie is Secure (public_url is https): httpx would send it only to https
             # URLs, so the test sends it by hand over its plain HTTP.
-            token = r.cookies[SESSION_COOKIE]
             client.cookies.clear()
             client.headers["cookie"] = f"{SESSION_COOKIE}={token}"
             client.headers["x-test-session"] = token  # for csrf_for below
@@ -164,12 +175,12 @@ def csrf_for(client: httpx.Client) -> str:
     return csrf_value(client.headers["x-test-session"])
 
 
-def as_admin(site: Site):
-    return browser(site, "admin", ADMIN_PASSWORD)
+def as_admin(site: Site, *, fresh: bool = False):
+    return browser(site, "admin", ADMIN_PASSWORD, fresh=fresh)
 
 
-def as_reader(site: Site):
-    return browser(site, "reed", READER_PASSWORD)
+def as_reader(site: Site, *, fresh: bool = False):
+    return browser(site, "reed", READER_PASSWORD, fresh=fresh)
 
 
 # --------------------------------------------------------------------------- the pages
@@ -199,7 +210,7 @@ def test_anonymous_callers_are_sent_to_login(site, page):
 def test_posts_without_the_session_s_csrf_value_are_refused(site, page):
     """No value, a made-up one, another session's, and one that is not even ASCII."""
     _, path = page
-    with as_admin(site) as other:
+    with as_admin(site, fresh=True) as other:
         others = csrf_for(other)
     with as_admin(site) as client:
         for sent in (None, "0" * 64, others, "é" * 64, csrf_for(client)[:-1]):
@@ -226,7 +237,7 @@ def test_forms_apply_the_api_rules(site, page):
     """With a valid CSRF value, a reader gets what the API would give them."""
     _, path = page
     expected = READER_POSTS[page]
-    with as_reader(site) as client:
+    with as_reader(site, fresh=path == "/logout") as client:
         data = {**FORMS.get(path, {}), "csrf": csrf_for(client)}
         r = client.post(site.path(path), data=data)
     if expected == "allowed":
@@ -343,7 +354,7 @@ def test_a_plain_http_server_sets_no_secure_cookie(server):
 
 
 def test_a_logged_out_session_is_over(site):
-    with as_reader(site) as client:
+    with as_reader(site, fresh=True) as client:
         token = client.headers["x-test-session"]
         r = client.post("/logout", data={"csrf": csrf_for(client)})
         assert r.status_code == 303
