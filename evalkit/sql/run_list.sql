@@ -51,6 +51,11 @@ JOIN scores s ON s.run_id = r.id AND s.round = x.round
 GROUP BY r.experiment_id, s.name
 ORDER BY r.experiment_id, s.name;
 
+-- name: score_newest_id :one
+-- The newest score's id anywhere: scores are only ever inserted, so while it stays the same
+-- no mean of any experiment has changed.
+SELECT COALESCE(max(id), 0) AS id FROM scores;
+
 -- name: score_version_get :one
 -- What changes whenever a score of an experiment's round is added (scores are only ever
 -- inserted): how many scores the round has and the newest one's id.
@@ -194,70 +199,41 @@ JOIN bounds b ON b.measure = x.measure
 GROUP BY b.measure, b.low, b.high, b.runs, b.p50, b.p95, bin
 ORDER BY b.measure, bin;
 
--- name: case_compare_page :many
--- Experiments a and b case by case: per evaluator score name of each one's round, the
--- mean of each case's values on both sides and whether it regressed (passing, at least 0.5,
--- in a and not in b) or improved; cases with regressions first, then improvements. Every
--- row also carries the total of matching cases, the score names of either side, and each
--- side's score version (its round, how many scores it has, the newest one's id). The
--- rounds are passed in (each experiment's current one) so the planner sees them.
-WITH rows_a AS MATERIALIZED (
-    SELECT r.case_id, s.id, s.name, s.value, s.kind, s.skipped
+-- name: case_compare_table :many
+-- Experiments a and b case by case: every case either ran, its runs on each side, and per
+-- evaluator score name of each one's round (passed in, so the planner sees it) the mean of
+-- the case's values on both sides (null where a side has none).
+WITH per_a AS (
+    SELECT r.case_id, s.name, avg(s.value) AS v
     FROM runs r
     JOIN scores s ON s.run_id = r.id AND s.round = %(round_a)s
-    WHERE r.experiment_id = %(a)s
-), rows_b AS MATERIALIZED (
-    SELECT r.case_id, s.id, s.name, s.value, s.kind, s.skipped
+    WHERE r.experiment_id = %(a)s AND s.kind = 'evaluator' AND s.skipped IS NULL
+      AND s.value IS NOT NULL
+    GROUP BY r.case_id, s.name
+), per_b AS (
+    SELECT r.case_id, s.name, avg(s.value) AS v
     FROM runs r
     JOIN scores s ON s.run_id = r.id AND s.round = %(round_b)s
-    WHERE r.experiment_id = %(b)s
-), per_a AS (
-    SELECT case_id, name, avg(value) AS v FROM rows_a
-    WHERE kind = 'evaluator' AND skipped IS NULL AND value IS NOT NULL
-    GROUP BY case_id, name
-), per_b AS (
-    SELECT case_id, name, avg(value) AS v FROM rows_b
-    WHERE kind = 'evaluator' AND skipped IS NULL AND value IS NOT NULL
-    GROUP BY case_id, name
-), runs_a AS (
-    SELECT case_id, count(*) AS n FROM runs WHERE experiment_id = %(a)s GROUP BY case_id
-), runs_b AS (
-    SELECT case_id, count(*) AS n FROM runs WHERE experiment_id = %(b)s GROUP BY case_id
+    WHERE r.experiment_id = %(b)s AND s.kind = 'evaluator' AND s.skipped IS NULL
+      AND s.value IS NOT NULL
+    GROUP BY r.case_id, s.name
 ), pairs AS (
     SELECT COALESCE(pa.case_id, pb.case_id) AS case_id, COALESCE(pa.name, pb.name) AS name,
-           pa.v AS a, pb.v AS b,
-           CASE WHEN pa.v IS NULL THEN 'only_b'
-                WHEN pb.v IS NULL THEN 'only_a'
-                WHEN pa.v >= 0.5 AND pb.v < 0.5 THEN 'regression'
-                WHEN pa.v < 0.5 AND pb.v >= 0.5 THEN 'improvement'
-                ELSE 'same' END AS change
+           pa.v AS a, pb.v AS b
     FROM per_a pa
     FULL JOIN per_b pb ON pb.case_id = pa.case_id AND pb.name = pa.name
-), cases AS (
-    SELECT c.case_id, COALESCE(ra.n, 0) AS runs_a, COALESCE(rb.n, 0) AS runs_b,
-           count(p.name) FILTER (WHERE p.change = 'regression') AS regressions,
-           count(p.name) FILTER (WHERE p.change = 'improvement') AS improvements,
-           min(p.b - p.a) AS worst,
-           COALESCE(
-               jsonb_agg(jsonb_build_object('name', p.name, 'a', p.a, 'b', p.b,
-                                            'change', p.change) ORDER BY p.name)
-                   FILTER (WHERE p.name IS NOT NULL),
-               '[]'::jsonb) AS scores
-    FROM (SELECT case_id FROM runs_a UNION SELECT case_id FROM runs_b) c
-    LEFT JOIN runs_a ra ON ra.case_id = c.case_id
-    LEFT JOIN runs_b rb ON rb.case_id = c.case_id
-    LEFT JOIN pairs p ON p.case_id = c.case_id
-                     AND (%(score)s::text IS NULL OR p.name = %(score)s)
-    GROUP BY c.case_id, ra.n, rb.n
+), counted AS (
+    SELECT case_id, count(*) FILTER (WHERE experiment_id = %(a)s) AS runs_a,
+           count(*) FILTER (WHERE experiment_id = %(b)s) AS runs_b
+    FROM runs
+    WHERE experiment_id IN (%(a)s, %(b)s)
+    GROUP BY case_id
 )
-SELECT case_id, runs_a, runs_b, regressions, improvements, scores, count(*) OVER () AS total,
-       (SELECT COALESCE(array_agg(DISTINCT name ORDER BY name), '{}') FROM pairs) AS names,
-       (SELECT concat_ws(':', %(round_a)s, count(*), COALESCE(max(id), 0))
-        FROM rows_a) AS version_a,
-       (SELECT concat_ws(':', %(round_b)s, count(*), COALESCE(max(id), 0))
-        FROM rows_b) AS version_b
-FROM cases
-WHERE NOT %(changed)s OR regressions > 0 OR improvements > 0
-ORDER BY regressions DESC, improvements DESC, worst ASC NULLS LAST, case_id
-OFFSET %(offset)s
-LIMIT %(limit)s;
+SELECT c.case_id, c.runs_a, c.runs_b,
+       COALESCE(jsonb_agg(jsonb_build_object('name', p.name, 'a', p.a, 'b', p.b)
+                          ORDER BY p.name) FILTER (WHERE p.name IS NOT NULL),
+                '[]'::jsonb) AS scores
+FROM counted c
+LEFT JOIN pairs p ON p.case_id = c.case_id
+GROUP BY c.case_id, c.runs_a, c.runs_b
+ORDER BY c.case_id;

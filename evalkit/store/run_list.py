@@ -3,6 +3,8 @@ each statement does work bounded by a page, or one aggregate pass over an experi
 
 from __future__ import annotations
 
+import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +38,19 @@ class RunFilter:
 # --------------------------------------------------------------------------- experiments
 
 
+MeansKept = OrderedDict[tuple[int, int, int], list[wire.ScoreMean]]
+"""Score means by (experiment, round, the newest score id anywhere), newest last."""
+MEANS_KEPT = 1000
+
+
 async def experiment_page(
-    conn: Conn, where: ExperimentFilter, offset: int, limit: int, *, with_scores: bool = True
+    conn: Conn,
+    where: ExperimentFilter,
+    offset: int,
+    limit: int,
+    *,
+    with_scores: bool = True,
+    kept: MeansKept | None = None,
 ) -> wire.ExperimentPage:
     params = dict(
         experiment_id=where.experiment_id,
@@ -48,14 +61,14 @@ async def experiment_page(
     )
     rows = await conn.all("experiment_brief_page", **params, offset=offset, limit=limit)
     total = await conn.one("experiment_brief_count", **params)
-    briefs = await _with_means(conn, rows, with_scores)
+    briefs = await _with_means(conn, rows, with_scores, kept)
     return wire.ExperimentPage(
         total=total["n"] if total else 0, offset=offset, limit=limit, experiments=briefs
     )
 
 
 async def experiment_brief(
-    conn: Conn, experiment_id: int, *, with_scores: bool = True
+    conn: Conn, experiment_id: int, *, with_scores: bool = True, kept: MeansKept | None = None
 ) -> wire.ExperimentBrief:
     """One experiment; ``with_scores`` False leaves its means out (they read every score
     of its current round, the one costly part)."""
@@ -74,34 +87,19 @@ async def experiment_brief(
             f"no experiment {experiment_id}; see `evalkit experiments list`",
             code="no-such-experiment",
         )
-    [brief] = await _with_means(conn, rows, with_scores)
+    [brief] = await _with_means(conn, rows, with_scores, kept)
     return brief
 
 
 async def _with_means(
-    conn: Conn, rows: list[dict[str, Any]], with_scores: bool = True
+    conn: Conn,
+    rows: list[dict[str, Any]],
+    with_scores: bool = True,
+    kept: MeansKept | None = None,
 ) -> list[wire.ExperimentBrief]:
-    if not rows:
-        return []
-    means = []
-    if with_scores:
-        means = await conn.all(
-            "score_means_for_experiments",
-            experiment_ids=[r["id"] for r in rows],
-            rounds=[r["scoring_round"] for r in rows],
-        )
     by_experiment: dict[int, list[wire.ScoreMean]] = {}
-    for m in means:
-        gauge = bool(m["gauge"])
-        by_experiment.setdefault(m["experiment_id"], []).append(
-            wire.ScoreMean(
-                name=m["name"],
-                kind="gauge" if gauge else "evaluator",
-                readings=m["readings"],
-                mean=None if gauge else m["mean"],
-                raw_mean=m["raw_mean"] if gauge else None,
-            )
-        )
+    if rows and with_scores:
+        by_experiment = await _means(conn, rows, kept)
     return [
         wire.ExperimentBrief(
             id=r["id"],
@@ -123,6 +121,49 @@ async def _with_means(
         )
         for r in rows
     ]
+
+
+async def _means(
+    conn: Conn, rows: list[dict[str, Any]], kept: MeansKept | None
+) -> dict[int, list[wire.ScoreMean]]:
+    """Each experiment's means of its current round; those in ``kept`` under the same
+    newest score id are not read again (no score was added anywhere since)."""
+    found: dict[int, list[wire.ScoreMean]] = {}
+    keys: dict[int, tuple[int, int, int]] = {}
+    wanted = rows
+    if kept is not None:
+        newest = await conn.one("score_newest_id")
+        for r in rows:
+            keys[r["id"]] = (r["id"], r["scoring_round"], newest["id"] if newest else 0)
+        found = {r["id"]: kept[keys[r["id"]]] for r in rows if keys[r["id"]] in kept}
+        wanted = [r for r in rows if r["id"] not in found]
+    if wanted:
+        means = await conn.all(
+            "score_means_for_experiments",
+            experiment_ids=[r["id"] for r in wanted],
+            rounds=[r["scoring_round"] for r in wanted],
+        )
+        read: dict[int, list[wire.ScoreMean]] = {r["id"]: [] for r in wanted}
+        for m in means:
+            gauge = bool(m["gauge"])
+            read[m["experiment_id"]].append(
+                wire.ScoreMean(
+                    name=m["name"],
+                    kind="gauge" if gauge else "evaluator",
+                    readings=m["readings"],
+                    mean=None if gauge else m["mean"],
+                    raw_mean=m["raw_mean"] if gauge else None,
+                )
+            )
+        found.update(read)
+        if kept is not None:
+            kept.update((keys[i], scores) for i, scores in read.items())
+    if kept is not None:
+        for key in (keys[r["id"]] for r in rows):
+            kept.move_to_end(key)
+        while len(kept) > MEANS_KEPT:
+            kept.popitem(last=False)
+    return found
 
 
 async def score_version(conn: Conn, experiment: wire.ExperimentBrief) -> str:
@@ -251,51 +292,86 @@ def _measure(rows: list[dict[str, Any]], measure: str, unit: str) -> wire.Measur
 # --------------------------------------------------------------------------- compare
 
 
-async def case_comparison(
-    conn: Conn,
-    a: wire.ExperimentBrief,
-    b: wire.ExperimentBrief,
-    *,
-    score: str | None,
-    changed: bool,
-    offset: int,
-    limit: int,
-) -> wire.CaseComparison:
-    params = dict(
+class CaseTable(msgspec.Struct, frozen=True):
+    """Every case of two experiments with both sides' means per score name: what a page
+    of the case comparison is cut from (filtered, ordered and paged in Python)."""
+
+    names: list[str]
+    cases: list[wire.CaseRow]
+
+
+async def case_table(conn: Conn, a: wire.ExperimentBrief, b: wire.ExperimentBrief) -> CaseTable:
+    rows = await conn.all(
+        "case_compare_table",
         a=a.id,
         b=b.id,
         round_a=a.scoring_round,
         round_b=b.scoring_round,
-        score=score,
-        changed=changed,
     )
-    rows = await conn.all("case_compare_page", **params, offset=offset, limit=limit)
-    first = rows
-    if not rows and offset:
-        first = await conn.all("case_compare_page", **params, offset=0, limit=1)
-    total = first[0]["total"] if first else 0
-    names = first[0]["names"] if first else []
-    if first:  # the statement counted both rounds' scores as it read them
-        version = f"{first[0]['version_a']}/{first[0]['version_b']}"
-    else:
-        version = f"{await score_version(conn, a)}/{await score_version(conn, b)}"
-    return wire.CaseComparison(
-        a=a,
-        b=b,
-        total=total,
-        offset=offset,
-        limit=limit,
-        names=list(names or []),
-        cases=[
+    names: set[str] = set()
+    cases = []
+    for r in rows:
+        scores = []
+        for pair in r["scores"]:
+            names.add(pair["name"])
+            scores.append(
+                wire.CaseScores(
+                    name=pair["name"],
+                    a=pair["a"],
+                    b=pair["b"],
+                    change=_change(pair["a"], pair["b"]),
+                )
+            )
+        cases.append(
             wire.CaseRow(
                 case_id=r["case_id"],
                 runs_a=r["runs_a"],
                 runs_b=r["runs_b"],
-                regressions=r["regressions"],
-                improvements=r["improvements"],
-                scores=msgspec.convert(r["scores"], list[wire.CaseScores]),
+                regressions=sum(s.change == "regression" for s in scores),
+                improvements=sum(s.change == "improvement" for s in scores),
+                scores=scores,
             )
-            for r in rows
-        ],
-        score_version=version,
+        )
+    return CaseTable(names=sorted(names), cases=cases)
+
+
+def _change(a: float | None, b: float | None) -> Any:
+    """Pass is at least 0.5: passing in A and failing in B is a regression."""
+    if a is None:
+        return "only_b"
+    if b is None:
+        return "only_a"
+    if a >= 0.5 > b:
+        return "regression"
+    if b >= 0.5 > a:
+        return "improvement"
+    return "same"
+
+
+def case_page(
+    table: CaseTable, *, score: str | None, changed: bool, offset: int, limit: int
+) -> tuple[int, list[wire.CaseRow]]:
+    """The cases matching the filters, regressions first, then improvements, then the
+    largest drop; a score filter keeps that score alone in each row."""
+    rows = table.cases
+    if score is not None:
+        rows = [_only(row, score) for row in rows]
+    if changed:
+        rows = [row for row in rows if row.regressions or row.improvements]
+    rows = sorted(rows, key=_order)
+    return len(rows), rows[offset : offset + limit]
+
+
+def _only(row: wire.CaseRow, score: str) -> wire.CaseRow:
+    kept = [s for s in row.scores if s.name == score]
+    return msgspec.structs.replace(
+        row,
+        scores=kept,
+        regressions=sum(s.change == "regression" for s in kept),
+        improvements=sum(s.change == "improvement" for s in kept),
     )
+
+
+def _order(row: wire.CaseRow) -> tuple[int, int, float, str]:
+    drops = [s.b - s.a for s in row.scores if s.a is not None and s.b is not None]
+    return (-row.regressions, -row.improvements, min(drops) if drops else math.inf, row.case_id)

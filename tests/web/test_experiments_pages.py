@@ -241,6 +241,30 @@ def test_experiment_list_filters_and_means(seeded):
     assert r.status_code == 400 and "running or finished" in r.text
 
 
+def test_kept_answers_follow_new_scores(seeded):
+    """Means and case tables are kept in memory by keys that change with any new score."""
+    listed = seeded.api("/api/experiment-list", agent="broken@dev").json()["experiments"]
+    assert "extra" not in {s["name"] for s in listed[0]["scores"]}
+    path = f"/api/experiments/{seeded.a}/compare/{seeded.broken}/cases"
+    assert "extra" not in seeded.api(path).json()["names"]
+    with psycopg.connect(seeded.server.db_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO scores (run_id, round, name, value, kind, evaluator) "
+            "SELECT id, 1, 'extra', 0.25, 'evaluator', 'test' FROM runs "
+            "WHERE experiment_id = %s",
+            [seeded.broken],
+        )
+    listed = seeded.api("/api/experiment-list", agent="broken@dev").json()["experiments"]
+    extra = {s["name"]: s for s in listed[0]["scores"]}["extra"]
+    assert extra["mean"] == 0.25 and extra["readings"] == 1
+    brief = seeded.api(f"/api/experiments/{seeded.broken}/brief").json()
+    assert "extra" in {s["name"] for s in brief["scores"]}
+    cases = seeded.api(path).json()
+    assert "extra" in cases["names"]
+    add = next(c for c in cases["cases"] if c["case_id"] == "add")
+    assert {"name": "extra", "a": None, "b": 0.25, "change": "only_b"} in add["scores"]
+
+
 # --------------------------------------------------------------------------- pages
 
 

@@ -6,6 +6,7 @@ runs an experiment has."""
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from typing import get_args
 
 from evalkit.auth import access
@@ -20,6 +21,7 @@ from evalkit.store.workspaces import get_workspace
 
 RUN_STATES = get_args(RunState)
 MAX_LIMIT = 200
+CASE_TABLES_KEPT = 16
 
 
 def _id(call: Call, what: str) -> int:
@@ -77,14 +79,18 @@ async def experiments_page(call: Call) -> wire.ExperimentPage:
         where = store.ExperimentFilter(
             workspace_id=workspace_id, dataset_id=dataset_id, agent_id=agent_id, status=status
         )
-        return await store.experiment_page(conn, where, offset, limit, with_scores=_scores(call))
+        return await store.experiment_page(
+            conn, where, offset, limit, with_scores=_scores(call), kept=_kept(call).means
+        )
 
 
 async def experiment_brief(call: Call) -> wire.ExperimentBrief:
     access.require_read(call.actor)
     experiment_id = _id(call, "experiment")
     async with call.db.connection() as conn:
-        return await store.experiment_brief(conn, experiment_id, with_scores=_scores(call))
+        return await store.experiment_brief(
+            conn, experiment_id, with_scores=_scores(call), kept=_kept(call).means
+        )
 
 
 def _scores(call: Call) -> bool:
@@ -145,9 +151,44 @@ async def experiments_compare_cases(call: Call) -> wire.CaseComparison:
     async with call.db.connection() as conn:
         a = await store.experiment_brief(conn, a_id, with_scores=False)
         b = await store.experiment_brief(conn, b_id, with_scores=False)
-        return await store.case_comparison(
-            conn, a, b, score=_text(call, "score"), changed=changed, offset=offset, limit=limit
-        )
+        version = f"{await store.score_version(conn, a)}/{await store.score_version(conn, b)}"
+        tables = _kept(call).case_tables
+        key = (a.id, b.id, version)
+        table = tables.pop(key, None) or await store.case_table(conn, a, b)
+    tables[key] = table  # the newest last
+    while len(tables) > CASE_TABLES_KEPT:
+        tables.popitem(last=False)
+    total, cases = store.case_page(
+        table, score=_text(call, "score"), changed=changed, offset=offset, limit=limit
+    )
+    return wire.CaseComparison(
+        a=a,
+        b=b,
+        total=total,
+        offset=offset,
+        limit=limit,
+        names=table.names,
+        cases=cases,
+        score_version=version,
+    )
+
+
+class Kept:
+    """What these reads keep in the server's memory, under keys that change with any new
+    score (scores are only ever inserted): score means, and whole case tables of recent
+    comparisons, whose pages are then cut without reading the scores again."""
+
+    def __init__(self) -> None:
+        self.means: store.MeansKept = OrderedDict()
+        self.case_tables: OrderedDict[tuple[int, int, str], store.CaseTable] = OrderedDict()
+
+
+def _kept(call: Call) -> Kept:
+    """The app's Kept (one per server: ids mean nothing across databases)."""
+    state = call.request.app.state
+    if getattr(state, "run_list_kept", None) is None:
+        state.run_list_kept = Kept()
+    return state.run_list_kept  # type: ignore[no-any-return]
 
 
 _EXP = "/api/experiments/{experiment}"
