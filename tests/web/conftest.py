@@ -29,8 +29,11 @@ CHROMIUM_ARGS = [
 ARTIFACTS = Path(os.environ.get("EVALKIT_ARTIFACTS", "test-artifacts")) / "screenshots"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def chromium_browser() -> Iterator[object]:
+    # One browser per test, not per session: sync Playwright keeps an event loop running in
+    # the main thread while it is open, and every later asyncio test would then fail with
+    # "Runner.run() cannot be called from a running event loop".
     if not CHROMIUM.exists():
         pytest.fail(
             f"no Chromium at {CHROMIUM}: install Debian's package (apt-get install chromium, "
