@@ -492,6 +492,15 @@ def test_memo_computes_once_and_forgets_failures():
         await memo.get("x", slow)
         assert await memo.get("k", slow) == 42 and len(calls) == 4  # evicted: the oldest
 
+        async def newer() -> int:
+            await asyncio.sleep(0.2)
+            return 43
+
+        assert await memo.get(("v", 1), slow, family="v") == 42
+        assert await memo.get(("v", 2), newer, wait=0.01, family="v") is None
+        assert memo.latest("v") == 42  # the older version's answer, while the newer computes
+        assert await memo.get(("v", 2), newer, family="v") == 43 and memo.latest("v") == 43
+
     # A thread of its own: Playwright's sync API may hold this thread's event loop.
     with ThreadPoolExecutor(1) as pool:
         pool.submit(asyncio.run, main()).result()

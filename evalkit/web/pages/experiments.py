@@ -44,16 +44,24 @@ class Memo:
     def __init__(self, size: int = 64) -> None:
         self.size = size
         self._tasks: OrderedDict[Hashable, asyncio.Future[Any]] = OrderedDict()
+        self._latest: OrderedDict[Hashable, Any] = OrderedDict()
 
     async def get(
-        self, key: Hashable, make: Callable[[], Awaitable[Any]], wait: float | None = None
+        self,
+        key: Hashable,
+        make: Callable[[], Awaitable[Any]],
+        wait: float | None = None,
+        family: Hashable = None,
     ) -> Any:
         """The answer for ``key``, computed by ``make`` once; None when ``wait`` seconds
-        pass first (the computation goes on for the next caller)."""
+        pass first (the computation goes on for the next caller). ``family`` names what
+        the key is a version of: ``latest(family)`` is then its newest finished answer."""
         task = self._tasks.get(key)
         if task is None or (task.done() and (task.cancelled() or task.exception())):
             task = asyncio.ensure_future(make())
             task.add_done_callback(self._forget_failure(key))
+            if family is not None:
+                task.add_done_callback(self._remember(family))
             self._tasks[key] = task
             while len(self._tasks) > self.size:
                 self._tasks.popitem(last=False)
@@ -64,6 +72,20 @@ class Memo:
             return await asyncio.wait_for(asyncio.shield(task), wait)
         except TimeoutError:
             return None
+
+    def latest(self, family: Hashable) -> Any:
+        """The newest answer finished for ``family`` (another version's), or None."""
+        return self._latest.get(family)
+
+    def _remember(self, family: Hashable) -> Callable[[asyncio.Future[Any]], None]:
+        def done(task: asyncio.Future[Any]) -> None:
+            if not task.cancelled() and task.exception() is None:
+                self._latest[family] = task.result()
+                self._latest.move_to_end(family)
+                while len(self._latest) > self.size:
+                    self._latest.popitem(last=False)
+
+        return done
 
     def _forget_failure(self, key: Hashable) -> Callable[[asyncio.Future[Any]], None]:
         def done(task: asyncio.Future[Any]) -> None:
@@ -275,6 +297,7 @@ async def experiment_page(call: WebCall) -> Response:
             ("scores", e.id, page.score_version),
             lambda: use(call, stats.experiment_scores, params=params),
             wait=SUMMARY_WAIT,
+            family=("scores", e.id),
         ),
         memo(call).get(
             ("charts", e.id, page.score_version, tuple(sorted(e.by_state.items()))),
@@ -287,6 +310,10 @@ async def experiment_page(call: WebCall) -> Response:
         ),
     )
     others = [x for x in same_dataset.experiments if x.id != e.id]
+    stale = False
+    if summary is None:  # not ready: an older summary of it, while scores come in
+        summary = memo(call).latest(("scores", e.id))
+        stale = summary is not None
     if summary is not None:
         evaluators = [s.name for s in summary.scores if s.kind == "evaluator"]
     else:
@@ -298,6 +325,7 @@ async def experiment_page(call: WebCall) -> Response:
         e=e,
         page=page,
         summary=summary,
+        stale=stale,
         evaluators=evaluators,
         filters=filters,
         pager=pager(page.total, page.offset, page.limit, filters, "#runs"),
@@ -382,12 +410,18 @@ async def compare_page(call: WebCall) -> Response:
         params=params,
         query={**filters, "offset": offset, "limit": PAGE_SIZE},
     )
+    family = ("compare", cases.a.id, cases.b.id)
     comparison = await memo(call).get(
-        ("compare", cases.a.id, cases.b.id, cases.score_version),
+        (*family, cases.score_version),
         lambda: use(call, stats.experiments_compare, params=params),
         wait=COMPARE_WAIT,
+        family=family,
     )
-    regressions = []
+    stale = False
+    if comparison is None:  # not ready: an older comparison of the two, if any
+        comparison = memo(call).latest(family)
+        stale = comparison is not None
+    regressions: list[tuple[str, Any]] = []
     if comparison is not None:
         regressions = [(s.name, u) for s in comparison.scores for u in s.regressions]
     response = call.render(
@@ -397,6 +431,7 @@ async def compare_page(call: WebCall) -> Response:
         b=cases.b,
         cases=cases,
         comparison=comparison,
+        stale=stale,
         regressions=regressions[:REGRESSIONS_SHOWN],
         regression_count=len(regressions),
         filters=filters,
