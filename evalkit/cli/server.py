@@ -97,6 +97,7 @@ async def _serve(settings: Settings, target: serve.DatabaseTarget, with_worker: 
 
     async def announce() -> None:
         await ready.wait()
+        serve.tune_gc_for_serving()
         worker = " with a worker" if with_worker else ""
         note(
             f"evalkit {__version__} serving on {serve.public_url(settings)}{worker} "

@@ -21,9 +21,11 @@ from evalkit.edge.routes import ENDPOINTS
 
 log = logging.getLogger("evalkit.edge")
 
+VERSION = (VERSION_HEADER.encode(), __version__.encode())
+"""On every answer: a CLI compares it with its own version and nudges its user to
+`evalkit update`."""
+
 SECURITY_HEADERS = [
-    # A CLI compares it with its own version and nudges its user to `evalkit update`.
-    (VERSION_HEADER.encode(), __version__.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"no-referrer"),
@@ -31,8 +33,8 @@ SECURITY_HEADERS = [
 ]
 
 
-class SecurityHeaders:
-    """Adds conservative security headers to every HTTP answer."""
+class StandardHeaders:
+    """Adds the server's version and conservative security headers to every HTTP answer."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -45,7 +47,7 @@ class SecurityHeaders:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 present = {name for name, _ in message.get("headers", [])}
-                extra = [(k, v) for k, v in SECURITY_HEADERS if k not in present]
+                extra = [(k, v) for k, v in (VERSION, *SECURITY_HEADERS) if k not in present]
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 
@@ -80,7 +82,7 @@ def create_app(settings: Settings, db: Database, *, manage_pool: bool = True) ->
 
     app = Starlette(
         routes=[*(endpoint.route() for endpoint in ENDPOINTS), *web.routes()],
-        middleware=[Middleware(SecurityHeaders)],
+        middleware=[Middleware(StandardHeaders)],
         exception_handlers={404: _not_found, 405: _method_not_allowed, Exception: _unhandled},
         lifespan=lifespan,
     )

@@ -78,9 +78,7 @@ def test_an_older_cli_is_nudged_once_per_command(server, cli, admin_token, monke
     cli.monkeypatch.setenv("EVALKIT_SERVER_URL", server.url)
     same = cli("workspaces", "list", token=admin_token)
     assert same.code == 0 and "evalkit update" not in same.err
-    newer = [(VERSION_HEADER.encode(), b"99.0.0")]
-    others = [h for h in edge_app.SECURITY_HEADERS if h[0] != VERSION_HEADER.encode()]
-    monkeypatch.setattr(edge_app, "SECURITY_HEADERS", newer + others)
+    monkeypatch.setattr(edge_app, "VERSION", (VERSION_HEADER.encode(), b"99.0.0"))
     monkeypatch.setattr("evalkit.cli.client._nudged", False)
     nudged = cli("workspaces", "list", token=admin_token)
     assert nudged.code == 0

@@ -11,7 +11,6 @@ encodings, 429 when every ingest slot is busy and 503 when the database does not
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 import zlib
@@ -228,36 +227,12 @@ class Collector:
         self.days.add(day)
 
 
-GC_YOUNG_THRESHOLD = 20_000
-"""Allocations between two passes of Python's cyclic collector over young objects (700 by
-default): a batch allocates thousands of short-lived objects, and each pass walks every
-batch in flight."""
-
-
-def _tune_gc() -> None:
-    """Tune Python's cyclic garbage collector for ingest, once per process (the first batch).
-
-    Each batch allocates thousands of short-lived objects, which refcounting frees; the
-    cyclic collector, run every 700 allocations by default, walks the batches in flight
-    again and again, and its full passes walk every object in the process (the whole
-    server: 100 ms and more, with every batch in flight waiting, which is what the p99 ack
-    latency showed). What exists by now (modules, routes, settings) lives as long as the
-    process, so it is moved out of the collector's sight (``gc.freeze``: full passes then
-    take a few ms), and the young generation is collected every ``GC_YOUNG_THRESHOLD``
-    allocations."""
-    gc.freeze()
-    young, *older = gc.get_threshold()
-    if young < GC_YOUNG_THRESHOLD:
-        gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
-
-
 def collector(call: Call) -> Collector:
     state = call.request.app.state
     found = getattr(state, "otel_collector", None)
     if found is None:
         slots = max(1, call.settings.database.pool_max - 2)
         found = state.otel_collector = Collector(asyncio.Semaphore(slots))
-        _tune_gc()
     return found  # type: ignore[no-any-return]
 
 
