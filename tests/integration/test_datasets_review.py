@@ -194,3 +194,41 @@ def test_lint_online(cli, server, tmp_path, admin_token):
     needs_login = cli("lint", suite)
     assert logged_out.code == 0
     assert needs_login.code == 1 and "not logged in" in needs_login.err
+
+
+def test_custom_unknown_warns_only_for_names_without_a_remote_evaluator(cli, server, tmp_path):
+    """Lint and sync ask the workspace which custom names are registered remote evaluators."""
+    login(cli, server)
+    assert cli("workspaces", "create", "dev").code == 0
+    made = cli("evaluators", "create", "citations@dev", "--endpoint", "http://203.0.113.10:8700")
+    assert made.code == 0, made.err
+    repo = Repo(tmp_path / "repo")
+    repo.case(
+        "graded",
+        "g1",
+        text="input:\n  q: x\nevaluators:\n  custom:\n    citations: {min: 2}\n"
+        "    tone: {style: formal}\n",
+    )
+    suite = str(repo.suite("graded"))
+
+    online = cli("lint", suite, "--dataset", "graded@dev", "--json")
+    assert online.code == 0, online.out
+    warned = [f for f in online.json["findings"] if f["code"] == "W-CUSTOM-UNKNOWN"]
+    assert len(warned) == 1 and "'tone'" in warned[0]["message"], warned
+    assert warned[0]["line"] == 6
+    # @dev's evaluator is unknown to the personal workspace: both names warn there
+    personal = cli("lint", suite, "--json")
+    assert [f["code"] for f in personal.json["findings"]] == ["W-CUSTOM-UNKNOWN"] * 2
+
+    synced = cli("sync", suite, "--workspace", "dev", "--json")
+    assert synced.code == 0, synced.err
+    assert synced.json["unknown_custom_evaluators"] == ["tone"]
+    assert "'tone'" in synced.err and "'citations'" not in synced.err
+    # once registered, neither lint nor sync warns
+    assert (
+        cli("evaluators", "create", "tone@dev", "--endpoint", "http://203.0.113.10:8700").code == 0
+    )
+    clean = cli("lint", suite, "--dataset", "graded@dev")
+    assert clean.code == 0 and "W-CUSTOM-UNKNOWN" not in clean.out, clean.out
+    again = cli("sync", suite, "--workspace", "dev")
+    assert again.code == 0 and "W-CUSTOM-UNKNOWN" not in again.err, again.err
