@@ -232,3 +232,28 @@ def test_custom_unknown_warns_only_for_names_without_a_remote_evaluator(cli, ser
     assert clean.code == 0 and "W-CUSTOM-UNKNOWN" not in clean.out, clean.out
     again = cli("sync", suite, "--workspace", "dev")
     assert again.code == 0 and "W-CUSTOM-UNKNOWN" not in again.err, again.err
+
+
+def test_promotion_takes_only_live_not_rejected_overlays(cli, server, tmp_path, admin_token):
+    repo, tokens = _setup(cli, server, tmp_path, admin_token)
+    assert cli("workspaces", "promote-to", "dev", "prod").code == 0
+    for suite, case_id in (("finance-uk", "refund-uk"), ("finance-us", "refund-us")):
+        repo.case(suite, case_id, text="overlay: refund\nexpected:\n  answer: 28 days\n")
+        synced = cli("sync", str(repo.suite(suite)), "--workspace", "dev", token=tokens["writer"])
+        assert synced.code == 0, synced.err
+    for name in ("finance", "finance-eu", "finance-uk", "finance-us"):
+        assert cli("datasets", "create", f"{name}@prod").code == 0
+    rejected = cli("cases", "reject", "refund-uk@dev", token=tokens["reviewer"])
+    assert rejected.code == 0, rejected.err
+    (repo.suite("finance-us") / "refund-us.yaml").unlink()
+    removed = cli("sync", str(repo.suite("finance-us")), "--workspace", "dev", "--json")
+    assert removed.json["removed"] == ["refund-us"]
+
+    approved = cli("cases", "approve", "refund@dev", "--json", token=tokens["reviewer"])
+    assert approved.code == 0, approved.err
+    assert [(p["case"], p["dataset"]) for p in approved.json["promoted"]] == [
+        ("refund", "finance"),
+        ("refund-eu", "finance-eu"),
+    ]
+    for name in ("finance-uk", "finance-us"):
+        assert cli("cases", "list", f"{name}@prod", "--json").json == []
