@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from evalkit.cases import (
 )
 from evalkit.cases.lint import analyze
 from evalkit.cli.app import JsonFlag, app
-from evalkit.cli.client import Client
+from evalkit.cli.client import SERVER_URL_ENV, Client, server_url
 from evalkit.cli.output import CliError, emit_json, note, say
 from evalkit.model import datasets as wire
 
@@ -41,6 +42,21 @@ def _project(directory: Path) -> ProjectConfig | None:
         return None
     except ProjectError as exc:
         raise CliError(exc.message) from None
+
+
+def _client(project: ProjectConfig | None) -> Client:
+    """A client for the server of evalkit.yaml's ``server_url``, unless EVALKIT_SERVER_URL
+    names another; without either, the server of the last ``evalkit login``."""
+    wanted = project.server_url if project is not None else None
+    if wanted is None or os.environ.get(SERVER_URL_ENV):
+        return Client()
+    wanted = wanted.rstrip("/")
+    if wanted != server_url():
+        note(
+            f"server {wanted} (server_url of {project.path}; {SERVER_URL_ENV} overrides it, "
+            f"log in with `evalkit login {wanted}`)"
+        )
+    return Client(wanted)
 
 
 # --------------------------------------------------------------------------- lint
@@ -70,7 +86,7 @@ def lint(
     analysis = analyze(directory, project)
     report = analysis.report
     if not offline and directory.is_dir():
-        report.findings.extend(_online_findings(analysis, dataset))
+        report.findings.extend(_online_findings(analysis, project, dataset))
         report.findings.sort(key=lambda f: (f.file, f.line or 0, f.code))
     if json:
         emit_json(
@@ -87,9 +103,11 @@ def lint(
     return report.exit_code
 
 
-def _online_findings(analysis: Any, dataset: str | None) -> list[LintFinding]:
+def _online_findings(
+    analysis: Any, project: ProjectConfig | None, dataset: str | None
+) -> list[LintFinding]:
     report = analysis.report
-    with Client() as client:
+    with _client(project) as client:
         ref = client.resolve(dataset or report.dataset, "dataset")
         answer: wire.LintAnswer = client.post(
             f"/api/workspaces/{ref.workspace}/lint",
@@ -203,7 +221,7 @@ def sync(
     if branch == "HEAD":
         branch = None
     sha = sha or _git(directory, "rev-parse", "HEAD")
-    with Client() as client:
+    with _client(project) as client:
         ws = workspace or client.personal_workspace()
         base = f"/api/workspaces/{ws}"
         note(f"{suite.name}@{ws}: {len(suite.cases)} cases, {len(suite.fixtures)} fixtures")

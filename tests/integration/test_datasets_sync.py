@@ -199,3 +199,37 @@ def test_overlay_to_a_missing_target_is_refused(cli, server, tmp_path):
     assert ok.code == 0, ok.err
     listed = cli("cases", "list", "finance-eu", "--json").json
     assert listed[0]["overlay_target"] == "refund"
+
+
+def test_lint_and_sync_talk_to_the_server_of_evalkit_yaml(cli, server, tmp_path):
+    """evalkit.yaml's server_url beats the server of the last login; EVALKIT_SERVER_URL
+    beats both."""
+    import json
+
+    from evalkit.cli import credentials
+
+    login(cli, server)
+    # the last login's default server is somewhere else (nothing listens on port 9)
+    path = credentials.credentials_path()
+    stored = json.loads(path.read_text())
+    stored["default_server"] = "http://127.0.0.1:9"
+    path.write_text(json.dumps(stored))
+    repo = Repo(tmp_path / "repo")
+    repo.case("finance", "a")
+    suite = str(repo.suite("finance"))
+
+    elsewhere = cli("sync", suite)
+    assert elsewhere.code == 1 and "cannot reach the evalkit server at http://127.0.0.1:9" in (
+        elsewhere.err
+    )
+    (repo.root / "evalkit.yaml").write_text(f"server_url: {server.url}/\ncases_dir: cases\n")
+    synced = cli("sync", suite, "--json")
+    assert synced.code == 0, synced.err
+    assert synced.json["added"] == ["a"]
+    assert f"server {server.url} (server_url of {repo.root / 'evalkit.yaml'}" in synced.err
+    linted = cli("lint", suite, "--dataset", "finance@admin")
+    assert linted.code == 0 and "no problems" in linted.out, linted.out + linted.err
+
+    cli.monkeypatch.setenv("EVALKIT_SERVER_URL", "http://127.0.0.1:9")
+    overridden = cli("lint", suite)
+    assert overridden.code == 1 and "http://127.0.0.1:9" in overridden.err
