@@ -13,6 +13,7 @@ import msgspec
 from evalkit.db import Conn
 from evalkit.errors import NotFound
 from evalkit.model import run_list as wire
+from evalkit.store.runs import experiment_fields
 
 MEASURE_BINS = 20
 
@@ -102,21 +103,8 @@ async def _with_means(
         by_experiment = await _means(conn, rows, kept)
     return [
         wire.ExperimentBrief(
-            id=r["id"],
-            workspace=r["workspace"],
-            dataset=f"{r['dataset']}@{r['dataset_workspace']}",
-            agent=f"{r['agent']}@{r['agent_workspace']}",
-            driver=r["driver"],
-            status=r["status"],
-            repetitions=r["repetitions"],
-            model=r["model"],
-            split=r["split"],
-            created_at=r["created_at"],
-            created_by=r["created_by"],
-            finished_at=r["finished_at"],
+            **experiment_fields(r, r["by_state"], created_by=r["created_by"]),
             scoring_round=r["scoring_round"],
-            runs=sum(r["by_state"].values()),
-            by_state=r["by_state"],
             scores=by_experiment.get(r["id"], []),
         )
         for r in rows

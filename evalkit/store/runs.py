@@ -180,6 +180,29 @@ def _judge_of(row: dict[str, Any]) -> wire.ExperimentJudge | None:
 # --------------------------------------------------------------------------- reading
 
 
+def experiment_fields(
+    row: dict[str, Any], by_state: dict[str, int], *, created_by: str | None
+) -> dict[str, Any]:
+    """The fields every view of an experiment shares (``Experiment``, ``ExperimentBrief``),
+    from a row of any experiment query."""
+    return dict(
+        id=row["id"],
+        workspace=row["workspace"],
+        dataset=f"{row['dataset']}@{row['dataset_workspace']}",
+        agent=f"{row['agent']}@{row['agent_workspace']}",
+        driver=row["driver"],
+        status=row["status"],
+        repetitions=row["repetitions"],
+        model=row["model"],
+        split=row["split"],
+        created_at=row["created_at"],
+        created_by=created_by,
+        finished_at=row["finished_at"],
+        runs=sum(by_state.values()),
+        by_state=by_state,
+    )
+
+
 async def experiment_row(conn: Conn, experiment_id: int) -> dict[str, Any]:
     row = await conn.one("experiment_get", experiment_id=experiment_id)
     if row is None:
@@ -195,21 +218,8 @@ async def get_experiment(conn: Conn, experiment_id: int, *, with_runs: bool = Fa
     counts = await conn.all("experiment_state_counts", experiment_id=experiment_id)
     by_state = {c["state"]: c["n"] for c in counts}
     fields = dict(
-        id=row["id"],
-        workspace=row["workspace"],
-        dataset=f"{row['dataset']}@{row['dataset_workspace']}",
-        agent=f"{row['agent']}@{row['agent_workspace']}",
-        driver=row["driver"],
-        status=row["status"],
-        repetitions=row["repetitions"],
-        model=row["model"],
-        split=row["split"],
+        **experiment_fields(row, by_state, created_by=row["created_by_name"]),
         case_ids=row["case_ids"],
-        created_at=row["created_at"],
-        created_by=row["created_by_name"],
-        finished_at=row["finished_at"],
-        runs=sum(by_state.values()),
-        by_state=by_state,
         capabilities=msgspec.convert(row["capabilities"], Capabilities)
         if row["capabilities"]
         else None,
@@ -228,21 +238,8 @@ async def list_experiments(
     rows = await conn.all("experiment_list", workspace_id=workspace_id, limit=limit)
     return [
         wire.Experiment(
-            id=r["id"],
-            workspace=r["workspace"],
-            dataset=f"{r['dataset']}@{r['dataset_workspace']}",
-            agent=f"{r['agent']}@{r['agent_workspace']}",
-            driver=r["driver"],
-            status=r["status"],
-            repetitions=r["repetitions"],
-            model=r["model"],
-            split=r["split"],
+            **experiment_fields(r, r["by_state"], created_by=r["created_by_name"]),
             case_ids=r["case_ids"],
-            created_at=r["created_at"],
-            created_by=r["created_by_name"],
-            finished_at=r["finished_at"],
-            runs=sum(r["by_state"].values()),
-            by_state=r["by_state"],
             summary=r["summary"],
             judge=_judge_of(r),
         )
