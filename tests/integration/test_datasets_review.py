@@ -257,3 +257,56 @@ def test_promotion_takes_only_live_not_rejected_overlays(cli, server, tmp_path, 
     ]
     for name in ("finance-uk", "finance-us"):
         assert cli("cases", "list", f"{name}@prod", "--json").json == []
+
+
+def test_review_never_filters_a_run_and_removed_cases_stay_pinned(database_url, tmp_path, cli):
+    """Pending, rejected and approved cases all run; a case removed by a later sync stays in
+    the experiments that pinned it, at the version they pinned, and leaves new experiments."""
+    from tests.conftest import ADMIN_PASSWORD
+    from tests.integration.runs_helpers import (
+        api,
+        create_agent,
+        engine_server,
+        harness,
+        login_token,
+        write_suite,
+    )
+
+    engine = engine_server(database_url, tmp_path)
+    try:
+        token = login_token(engine, "admin", ADMIN_PASSWORD)
+        cli.monkeypatch.setenv("EVALKIT_SERVER_URL", engine.url)
+        cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
+        assert cli("workspaces", "create", "dev").code == 0
+        repo = Repo(tmp_path / "repo")
+        suite = write_suite(repo)  # add, mul, sub
+        assert cli("sync", str(suite), "--workspace", "dev").code == 0
+        assert cli("cases", "reject", "add@dev", "--comment", "unclear").code == 0
+        assert cli("cases", "approve", "mul@dev").code == 0  # sub stays pending
+        states = {
+            c["id"]: c["review_state"] for c in cli("cases", "list", "finance@dev", "--json").json
+        }
+        assert states == {"add": "rejected", "mul": "approved", "sub": "pending"}
+
+        with harness() as ref:
+            create_agent(engine, token, "dev", "ref", ref.url)
+            first = cli("run", "finance@dev", "--agent", "ref@dev", "--json")
+            assert first.code == 0, first.err
+            assert sorted(r["case_id"] for r in first.json["run_list"]) == ["add", "mul", "sub"]
+            assert all(r["state"] == "done" for r in first.json["run_list"])
+
+            (suite / "sub.yaml").unlink()
+            removed = cli("sync", str(suite), "--workspace", "dev", "--json")
+            assert removed.json["removed"] == ["sub"]
+            second = cli("run", "finance@dev", "--agent", "ref@dev", "--json")
+            assert second.code == 0, second.err
+            assert sorted(r["case_id"] for r in second.json["run_list"]) == ["add", "mul"]
+
+        pinned = api(engine, token, "GET", f"/api/experiments/{first.json['id']}").json()
+        sub_run = next(r for r in pinned["run_list"] if r["case_id"] == "sub")
+        run = api(engine, token, "GET", f"/api/runs/{sub_run['id']}").json()
+        assert run["case_version"] == 1 and run["state"] == "done"
+        versions = cli("cases", "show", "sub@dev", "--json").json["versions"]
+        assert [(v["version"], v["removed"]) for v in versions] == [(1, True)]
+    finally:
+        engine.stop()
