@@ -65,6 +65,14 @@ def test_run_end_to_end(engine, dev, cli):
         assert summary["tool_calls"] == 1 and summary["tool_names"] == ["calculator"], summary
         shown = cli("experiments", "show", str(detail["id"]))
         assert shown.code == 0 and "mul" in shown.out and "valid" in shown.out
+        assert f"experiment {detail['id']} (finished) in @dev" in shown.out
+        assert "agent ref@dev, dataset finance@dev, driven by the server" in shown.out
+        assert "runs: 3 (3 done)" in shown.out
+        text = cli("runs", "show", str(runs["mul"]["id"]))
+        assert text.code == 0, text.err
+        assert "case mul v1 #1" in text.out and "state done;" in text.out
+        assert "answer: 42" in text.out and "output: {'result': 42}" in text.out
+        assert "trajectory (harness): valid" in text.out and "tool_calls: 1" in text.out
         listed = cli("experiments", "list", "--json").json
         assert [e["id"] for e in listed] == [detail["id"]]
 
@@ -118,6 +126,7 @@ def test_timeout_with_stop(engine, dev, cli):
         assert run["state"] == "done" and run["timed_out"] is True
         assert run["trajectory_partial"] is False  # the harness reported stopped in time
         assert sum(ref.counters.stops.values()) == 1
+        assert ref.counters.calls["trajectory"] == 1
 
 
 def test_timeout_when_the_harness_ignores_stop(engine, dev, cli):
@@ -127,6 +136,25 @@ def test_timeout_when_the_harness_ignores_stop(engine, dev, cli):
         run = result.json["run_list"][0]
         assert run["timed_out"] is True and run["trajectory_partial"] is True
         assert "stop grace" in run["error"]
+        # Past the grace the trajectory is fetched once, as it is, and kept marked partial.
+        assert ref.counters.calls["trajectory"] == 1
+        assert sum(ref.counters.stops.values()) == 1
+        # experiments show: runs by state, the run's seconds, its trajectory and error.
+        shown = cli("experiments", "show", str(result.json["id"]))
+        assert shown.code == 0, shown.err
+        assert "runs: 1 (1 done)" in shown.out
+        [row] = [line for line in shown.out.splitlines() if line.lstrip().startswith(str(run["id"]))]
+        assert "done (timed out)" in row and "valid, partial" in row
+        assert "timed out after 0.3 s" in row
+        seconds = float(row.split("(timed out)")[1].split()[0])
+        assert 0.3 <= seconds < 30, row
+        # runs show: state, the harness's status, the error, answer and trajectory summary.
+        text = cli("runs", "show", str(run["id"]))
+        assert text.code == 0, text.err
+        assert "state done (timed out); harness run ref-" in text.out
+        assert "(running)" in text.out and "error: timed out after 0.3 s" in text.out
+        assert "answer: -" in text.out
+        assert "trajectory (harness): valid, partial" in text.out
 
 
 def test_timeout_without_stop_capability(engine, dev, cli):
