@@ -310,3 +310,20 @@ def test_review_never_filters_a_run_and_removed_cases_stay_pinned(database_url, 
         assert [(v["version"], v["removed"]) for v in versions] == [(1, True)]
     finally:
         engine.stop()
+
+
+def test_no_decision_on_a_removed_case_until_it_is_restored(cli, server, tmp_path, admin_token):
+    repo, tokens = _setup(cli, server, tmp_path, admin_token)
+    suite = repo.suite("finance")
+    text = (suite / "revenue.yaml").read_text()
+    (suite / "revenue.yaml").unlink()
+    assert cli("sync", str(suite), "--workspace", "dev", token=tokens["writer"]).code == 0
+    refused = cli("cases", "approve", "revenue@dev", token=tokens["reviewer"])
+    assert refused.code == 1 and "[case-removed]" in refused.err
+    assert "add its file back and sync" in refused.err
+    # a comment is still fine, and a restore makes it decidable again
+    assert cli("cases", "comment", "revenue@dev", "why gone?", token=tokens["reviewer"]).code == 0
+    (suite / "revenue.yaml").write_text(text)
+    assert cli("sync", str(suite), "--workspace", "dev", token=tokens["writer"]).code == 0
+    ok = cli("cases", "approve", "revenue@dev", "--json", token=tokens["reviewer"])
+    assert ok.code == 0 and ok.json["review_state"] == "approved", ok.err

@@ -155,6 +155,8 @@ def test_sync_into_shared_workspace_and_actor_rules(cli, server, tmp_path, admin
     assert "rita is not a writer of @dev" in refused.err and "[shared-writers-write]" in refused.err
     as_writer = cli("sync", suite, "--workspace", "dev", "--actor", "rita", token=writer)
     assert as_writer.code == 1 and "[admin-only]" in as_writer.err
+    nobody = cli("sync", suite, "--workspace", "dev", "--actor", "nobody")
+    assert nobody.code == 1 and "[no-such-user]" in nobody.err and "'nobody'" in nobody.err
     ok = cli("sync", suite, "--workspace", "dev", "--json", token=writer)
     assert ok.code == 0 and ok.json["actor"] == "wendy"
     repo.case("finance", "b")
