@@ -143,7 +143,8 @@ def test_timeout_when_the_harness_ignores_stop(engine, dev, cli):
         shown = cli("experiments", "show", str(result.json["id"]))
         assert shown.code == 0, shown.err
         assert "runs: 1 (1 done)" in shown.out
-        [row] = [line for line in shown.out.splitlines() if line.lstrip().startswith(str(run["id"]))]
+        lines = shown.out.splitlines()
+        [row] = [line for line in lines if line.lstrip().startswith(str(run["id"]))]
         assert "done (timed out)" in row and "valid, partial" in row
         assert "timed out after 0.3 s" in row
         seconds = float(row.split("(timed out)")[1].split()[0])
