@@ -13,7 +13,8 @@ statistic for users. The rules, in one place:
   have a mean, never a pass rate, regressions or McNemar test.
 - Intervals are 95%: Wilson score interval for pass rates; Student t interval for means
   (clipped to [0, 1]); a paired percentile bootstrap for the mean difference of a
-  comparison, seeded so the same data always gives the same interval.
+  comparison, seeded so the same data always gives the same interval (numpy, vectorised:
+  a 10,000-pair comparison takes a fraction of a second).
 - pass@k = 1 - C(n-c, k) / C(n, k) and pass^k = C(c, k) / C(n, k), per case, from its n
   readings of which c pass (unbiased estimators of "at least one of k runs passes" and
   "all k runs pass"); an experiment's value is their mean over cases with n >= k.
@@ -26,14 +27,16 @@ statistic for users. The rules, in one place:
 
 from __future__ import annotations
 
+import hashlib
 import math
-import random
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Literal
+
+import numpy as np
 
 from evalkit.model import stats as wire
 
@@ -219,6 +222,18 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[below] + (sorted_values[above] - sorted_values[below]) * fraction
 
 
+def _generator(seed: int | str) -> np.random.Generator:
+    """numpy's PCG64 generator seeded from the SHA-256 of ``str(seed)``: any text or number
+    gives its own fixed stream, on every platform and numpy version that keeps PCG64."""
+    digest = hashlib.sha256(str(seed).encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:16], "big"))
+
+
+_BLOCK_DRAWS = 1 << 20
+"""Draws made at once (8 MB of doubles): resamples are drawn in blocks of whole resamples,
+so memory stays flat however many pairs and resamples there are."""
+
+
 def paired_bootstrap(
     differences: Sequence[float],
     *,
@@ -227,18 +242,31 @@ def paired_bootstrap(
     confidence: float = CONFIDENCE,
 ) -> tuple[float, float] | None:
     """Percentile bootstrap interval of the mean of paired differences: resample the pairs
-    with replacement ``resamples`` times (``random.Random(seed)``), take the middle
-    ``confidence`` of the resampled means. None under 2 pairs."""
+    with replacement ``resamples`` times, take the middle ``confidence`` of the resampled
+    means. None under 2 pairs.
+
+    Resample r draws n uniforms u in [0, 1) from ``_generator(seed)`` (row r of one
+    ``random((resamples, n))`` call; drawn in blocks, which gives the same numbers) and
+    takes the pairs at ``floor(u * n)``; its mean is numpy's ``mean`` of those differences.
+    The interval is the linear-interpolation percentiles of the sorted means."""
     n = len(differences)
     if n < 2:
         return None
     if max(differences) == min(differences):
         return differences[0], differences[0]
-    rng = random.Random(seed)
-    population = list(differences)
-    means = sorted(math.fsum(rng.choices(population, k=n)) / n for _ in range(resamples))
+    rng = _generator(seed)
+    population = np.asarray(differences, dtype=np.float64)
+    means = np.empty(resamples, dtype=np.float64)
+    block = max(1, _BLOCK_DRAWS // n)
+    for start in range(0, resamples, block):
+        rows = min(block, resamples - start)
+        picks = (rng.random((rows, n)) * n).astype(np.intp)
+        np.minimum(picks, n - 1, out=picks)  # u * n rounds up to n only for u a hair below 1
+        means[start : start + rows] = population[picks].mean(axis=1)
+    means.sort()
     alpha = 1 - confidence
-    return percentile(means, alpha / 2), percentile(means, 1 - alpha / 2)
+    ordered = means.tolist()
+    return percentile(ordered, alpha / 2), percentile(ordered, 1 - alpha / 2)
 
 
 def mcnemar_exact(regressions: int, improvements: int) -> float:
@@ -246,7 +274,12 @@ def mcnemar_exact(regressions: int, improvements: int) -> float:
     n = regressions + improvements
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(regressions, improvements) + 1))
+    # C(n, i + 1) = C(n, i) * (n - i) / (i + 1), exactly in integers: one multiplication
+    # per term instead of a math.comb each (thousands of discordant pairs took 0.3 s).
+    term = tail = 1
+    for i in range(min(regressions, improvements)):
+        term = term * (n - i) // (i + 1)
+        tail += term
     return min(1.0, 2 * tail / 2**n)
 
 

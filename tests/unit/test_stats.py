@@ -108,7 +108,11 @@ def test_t_interval_edge_cases():
 
 
 @pytest.mark.parametrize(
-    ("b", "c"), [(0, 0), (1, 0), (0, 5), (3, 10), (10, 3), (7, 7), (25, 40), (200, 260)]
+    ("b", "c"),
+    [
+        *[(0, 0), (1, 0), (0, 5), (3, 10), (10, 3), (7, 7), (25, 40), (200, 260)],
+        *[(1700, 1800), (2500, 2500), (4000, 4300)],
+    ],
 )
 def test_mcnemar_exact_matches_the_binomial_test(b, c):
     expected = 1.0 if b + c == 0 else sp.binomtest(b, b + c, 0.5).pvalue
@@ -184,6 +188,42 @@ def test_paired_bootstrap_is_seeded_and_close_to_scipy():
     assert first[0] == pytest.approx(reference.low, abs=0.02)
     assert first[1] == pytest.approx(reference.high, abs=0.02)
     assert first[0] < statistics.fmean(diffs) < first[1]
+
+
+def independent_bootstrap(
+    diffs: list[float], resamples: int, seed: int | str
+) -> tuple[float, float]:
+    """The documented resampling, written out: one (resamples x n) draw of uniforms from
+    PCG64 seeded with the SHA-256 of the seed's text, pairs at floor(u * n), each
+    resample's mean with fsum, numpy's linear percentiles of the means."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256(str(seed).encode()).digest()
+    rng = np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "big")))
+    n = len(diffs)
+    uniforms = rng.random((resamples, n))
+    means = [math.fsum(diffs[min(math.floor(u * n), n - 1)] for u in row) / n for row in uniforms]
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+@pytest.mark.parametrize("seed", [0, 3, "11:accuracy", "0:latency:raw"])
+def test_paired_bootstrap_matches_the_resampling_written_out(seed, monkeypatch):
+    import random
+
+    rng = random.Random(5)
+    diffs = [rng.choice([-1.0, 0.0, 0.0, 1.0]) * rng.random() for _ in range(37)]
+    expected = independent_bootstrap(diffs, 700, seed)
+    assert stats.paired_bootstrap(diffs, resamples=700, seed=seed) == pytest.approx(
+        expected, abs=1e-12
+    )
+    # Drawn in blocks of 11 resamples (the last one short): the same draws, the same interval.
+    monkeypatch.setattr(stats, "_BLOCK_DRAWS", 11 * 37 + 5)
+    assert stats.paired_bootstrap(diffs, resamples=700, seed=seed) == pytest.approx(
+        expected, abs=1e-12
+    )
 
 
 def test_paired_bootstrap_edge_cases():
