@@ -36,6 +36,11 @@ _CHUNK = 1 << 20
 
 
 def _project(directory: Path) -> ProjectConfig | None:
+    if directory.is_file():
+        raise CliError(
+            f"{directory} is a file: give the suite directory that holds it "
+            f"({directory.parent}); the dataset is named after that directory"
+        )
     try:
         return load_project(directory)
     except ProjectNotFound:

@@ -75,6 +75,17 @@ def test_path_escaping_the_suite_directory(cli, server, tmp_path):
     assert cli("sync", str(repo.suite("finance"))).code == 1
 
 
+def test_a_case_file_instead_of_the_suite_directory(cli, tmp_path):
+    """Not read as evalkit.yaml (which reported its keys as unknown project keys)."""
+    repo = Repo(tmp_path / "repo")
+    case = repo.case("finance", "a")
+    for args in (("lint", str(case), "--offline"), ("sync", str(case))):
+        result = cli(*args)
+        assert result.code == 1, result.err
+        assert f"{case} is a file: give the suite directory that holds it" in result.err
+        assert "E-SCHEMA-UNKNOWN-KEY" not in result.err
+
+
 def test_fixture_over_the_local_limit(cli, tmp_path):
     repo = Repo(tmp_path / "repo")
     repo.max_fixture_bytes = 1000
