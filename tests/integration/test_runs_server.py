@@ -103,6 +103,45 @@ def test_repetitions_and_case_filter(engine, dev, cli):
         assert split.code == 1 and "no cases to run in split 'train'" in split.err
 
 
+def test_model_is_sent_with_every_run(engine, dev, cli):
+    with harness() as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        result = cli(
+            "run", "finance@dev", "--agent", "ref@dev", "--model", "m-7", "--repetitions", "2",
+            "--json",
+        )  # fmt: skip
+        assert result.code == 0, result.err
+        assert result.json["model"] == "m-7"
+        run_ids = [str(r["id"]) for r in result.json["run_list"]]
+        assert len(run_ids) == 6
+        assert {ref.state.by_evalkit_id[i].model for i in run_ids} == {"m-7"}
+        run = cli("runs", "show", run_ids[0], "--json", "--trajectory").json
+        assert run["trajectory"]["agent"]["model_name"] == "m-7"
+        shown = cli("experiments", "show", str(result.json["id"]))
+        assert "repetitions 2, model m-7" in shown.out
+        plain = cli("run", "finance@dev", "--agent", "ref@dev", "--case-id", "add", "--json")
+        assert plain.json["model"] is None
+        [rid] = [str(r["id"]) for r in plain.json["run_list"]]
+        assert ref.state.by_evalkit_id[rid].model is None
+
+
+def test_review_never_filters_a_run(engine, dev, cli):
+    # In a shared workspace synced cases wait for review; rejected ones still run.
+    assert cli("cases", "reject", "add@dev", "--comment", "ambiguous").code == 0
+    assert cli("cases", "approve", "mul@dev").code == 0
+    states = {
+        c: cli("cases", "show", f"{c}@dev", "--json").json["versions"][0]["review_state"]
+        for c in ("add", "mul", "sub")
+    }
+    assert states == {"add": "rejected", "mul": "approved", "sub": "pending"}
+    with harness() as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        result = cli("run", "finance@dev", "--agent", "ref@dev", "--json")
+        assert result.code == 0, result.err
+        assert sorted(r["case_id"] for r in result.json["run_list"]) == ["add", "mul", "sub"]
+        assert result.json["by_state"] == {"done": 3} and ref.counters.runs_created == 3
+
+
 def test_max_concurrent_runs_is_respected_across_experiments(engine, dev, cli):
     with harness(Behaviour(run_seconds=0.3)) as ref:
         create_agent(engine, dev, "dev", "ref", ref.url, max_concurrent_runs=2)
