@@ -11,7 +11,7 @@ from evalkit.auth.access import Actor
 from evalkit.db import Conn
 from evalkit.errors import NotFound
 from evalkit.model import case_browse as wire
-from evalkit.model.datasets import CaseVersion
+from evalkit.store.cases import case_version
 from evalkit.store.datasets import dataset_id
 from evalkit.store.workspaces import WorkspaceRow, get_workspace
 
@@ -101,7 +101,7 @@ async def version_text(
         case=case_id,
         workspace=ws.facts.name,
         dataset=dataset,
-        version=_case_version(row),
+        version=case_version(row),
         text=case_text(row["content"], row["fixtures"]),
     )
 
@@ -182,25 +182,6 @@ async def list_promotions(
             )
             for r in rows
         ],
-    )
-
-
-def _case_version(v: dict[str, Any]) -> CaseVersion:
-    return CaseVersion(
-        version=v["version"],
-        content_hash=v["content_hash"],
-        fixtures=v["fixtures"],
-        review_state=v["review_state"],
-        removed=v["removed"],
-        overlay_target=v["overlay_target"],
-        source=v["source"],
-        created_at=v["created_at"],
-        created_by=v["created_by"],
-        promoted_from=(
-            f"{v['promoted_case']}@{v['promoted_workspace']} v{v['promoted_version']}"
-            if v["promoted_case"]
-            else None
-        ),
     )
 
 

@@ -45,6 +45,26 @@ async def _get_case(conn: Conn, ws: WorkspaceRow, case_id: str) -> dict[str, Any
     return row
 
 
+def case_version(v: dict[str, Any]) -> wire.CaseVersion:
+    """A version row (``case_version_list`` and the queries shaped like it) as the wire has it."""
+    return wire.CaseVersion(
+        version=v["version"],
+        content_hash=v["content_hash"],
+        fixtures=v["fixtures"],
+        review_state=v["review_state"],
+        removed=v["removed"],
+        overlay_target=v["overlay_target"],
+        source=v["source"],
+        created_at=v["created_at"],
+        created_by=v["created_by"],
+        promoted_from=(
+            f"{v['promoted_case']}@{v['promoted_workspace']} v{v['promoted_version']}"
+            if v["promoted_case"]
+            else None
+        ),
+    )
+
+
 async def show_case(conn: Conn, ws: WorkspaceRow, case_id: str) -> wire.CaseDetail:
     case = await _get_case(conn, ws, case_id)
     versions = await conn.all("case_version_list", case_pk=case["case_pk"])
@@ -54,25 +74,7 @@ async def show_case(conn: Conn, ws: WorkspaceRow, case_id: str) -> wire.CaseDeta
         dataset=case["dataset"],
         workspace=ws.facts.name,
         content=versions[0]["content"] if versions else {},
-        versions=[
-            wire.CaseVersion(
-                version=v["version"],
-                content_hash=v["content_hash"],
-                fixtures=v["fixtures"],
-                review_state=v["review_state"],
-                removed=v["removed"],
-                overlay_target=v["overlay_target"],
-                source=v["source"],
-                created_at=v["created_at"],
-                created_by=v["created_by"],
-                promoted_from=(
-                    f"{v['promoted_case']}@{v['promoted_workspace']} v{v['promoted_version']}"
-                    if v["promoted_case"]
-                    else None
-                ),
-            )
-            for v in versions
-        ],
+        versions=[case_version(v) for v in versions],
         events=[
             wire.CaseEvent(
                 kind=e["kind"],
