@@ -183,6 +183,74 @@ def test_code_driven_agent_and_mapping_versions(as_admin, server, tmp_path):
     assert mapping_states(server, "traced") == []
 
 
+def test_every_create_and_edit_flag_is_stored(as_admin, tmp_path):
+    cli = as_admin
+    mapping = write_mapping(tmp_path / "m.json", MAPPING)
+    created = cli(
+        "agents", "create", "full", "--workspace", "admin",
+        "--harness-url", "http://localhost:8700", "--api-key-env", "HARNESS_KEY",
+        "--trajectory-source", "otel", "--mapping", str(mapping),
+        "--max-concurrent-runs", "3", "--run-timeout", "12.5", "--poll-interval", "0.5",
+        "--stop-grace", "4", "--trajectory-wait", "9",
+        "--provides", "trajectory=false", "workspace=true", "--json",
+    )  # fmt: skip
+    assert created.code == 0, created.err
+    settings = (
+        "kind", "harness_url", "has_api_key", "api_key_env", "trajectory_source",
+        "mapping_version", "max_concurrent_runs", "run_timeout", "poll_interval",
+        "stop_grace", "trajectory_wait", "provides",
+    )  # fmt: skip
+    shown = cli("agents", "show", "full@admin", "--json").json
+    assert {k: shown[k] for k in settings} == {
+        "kind": "harness",
+        "harness_url": "http://localhost:8700",
+        "has_api_key": True,
+        "api_key_env": "HARNESS_KEY",
+        "trajectory_source": "otel",
+        "mapping_version": 1,
+        "max_concurrent_runs": 3,
+        "run_timeout": 12.5,
+        "poll_interval": 0.5,
+        "stop_grace": 4.0,
+        "trajectory_wait": 9.0,
+        "provides": {"trajectory": False, "workspace": True},
+    }
+    text = cli("agents", "show", "full").out
+    for line in (
+        "stop grace           4 s",
+        "trajectory wait      9 s",
+        "poll interval        0.5 s",
+        "provides             workspace",
+    ):
+        assert line in text, text
+
+    edited = cli(
+        "agents", "edit", "full", "--workspace", "admin",
+        "--harness-url", "http://localhost:8800", "--api-key-env", "OTHER_KEY",
+        "--trajectory-source", "harness", "--mapping", str(mapping),
+        "--max-concurrent-runs", "7", "--run-timeout", "60", "--poll-interval", "1",
+        "--stop-grace", "0", "--trajectory-wait", "0", "--provides", "trajectory=true",
+        "--json",
+    )  # fmt: skip
+    assert edited.code == 0, edited.err
+    assert edited.json["api_key_cleared"] is False  # the new URL came with a new key
+    shown = cli("agents", "show", "full@admin", "--json").json
+    assert {k: shown[k] for k in settings} == {
+        "kind": "harness",
+        "harness_url": "http://localhost:8800",
+        "has_api_key": True,
+        "api_key_env": "OTHER_KEY",
+        "trajectory_source": "harness",
+        "mapping_version": 2,
+        "max_concurrent_runs": 7,
+        "run_timeout": 60.0,
+        "poll_interval": 1.0,
+        "stop_grace": 0.0,
+        "trajectory_wait": 0.0,
+        "provides": {"trajectory": True, "workspace": True},
+    }
+
+
 # --------------------------------------------------------------------------- keys
 
 
