@@ -90,6 +90,39 @@ def test_interrupted_cli_run_is_resumed(engine, alice, cli):
         assert ref.counters.runs_created == 3
 
 
+def test_resume_runs_the_pinned_versions_and_only_unfinished_runs(engine, alice, cli):
+    token, suite, _ = alice
+    assert cli("sync", str(suite)).code == 0
+    with harness() as ref:
+        create_agent(engine, token, "alice", "mine", ref.url)
+        caps = httpx.get(ref.url + "/capabilities").json()
+        body = {"dataset": "finance", "agent": "mine", "capabilities": caps}
+        created = api(engine, token, "POST", "/api/experiments", json=body)
+        assert created.status_code == 201, created.text
+        experiment_id = created.json()["id"]
+        # The case changes after the experiment started: v2 asks something else.
+        (suite / "add.yaml").write_text(
+            "input:\n  question: 'What is 7 + 1?'\nexpected:\n  answer: '8'\n"
+            "tags: [math]\nsplit: test\n"
+        )
+        assert cli("sync", str(suite)).code == 0
+        assert cli("cases", "show", "add", "--json").json["versions"][0]["version"] == 2
+        resumed = cli("run", "--resume", str(experiment_id), "--json")
+        assert resumed.code == 0, resumed.err
+        runs = {r["case_id"]: r for r in resumed.json["run_list"]}
+        add = cli("runs", "show", str(runs["add"]["id"]), "--json").json
+        assert add["case_version"] == 1 and add["answer"] == "5"  # the pinned question
+        assert ref.counters.runs_created == 3
+        # Every run is terminal now: resuming again starts nothing on the harness.
+        again = cli("run", "--resume", str(experiment_id), "--json")
+        assert again.code == 0 and again.json["by_state"] == {"done": 3}
+        assert ref.counters.runs_created == 3
+        # A new experiment pins the new version.
+        fresh = cli("run", "finance", "--agent", "mine", "--case-id", "add", "--json")
+        [run] = fresh.json["run_list"]
+        assert cli("runs", "show", str(run["id"]), "--json").json["answer"] == "8"
+
+
 def test_only_the_owner_runs_a_personal_agent(engine, alice, cli):
     token, suite, admin = alice
     cli("sync", str(suite))
