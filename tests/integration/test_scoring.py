@@ -4,15 +4,22 @@ new rounds, and `score_run` is replayed against the same database."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import psycopg
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from evalkit.db import Database
 from evalkit.harness.reference import Behaviour
-from evalkit.scoring.run import score_run
+from evalkit.scoring.run import CONCURRENCY, score_run
 from tests.conftest import ADMIN_PASSWORD
 from tests.integration.datasets_helpers import Repo, add_user, admin_api
+from tests.integration.judge_helpers import LoopbackServer
 from tests.integration.runs_helpers import (
     api,
     create_agent,
@@ -370,3 +377,62 @@ def test_evaluate_refusals(engine, dev, cli):
     assert r.status_code == 400 and r.json()["error"]["code"] == "bad-evaluator"
     r = api(engine, dev, "GET", "/api/runs/999999/scores")
     assert r.status_code == 404
+
+
+class CrowdEvaluators(LoopbackServer):
+    """A Custom Evaluator API server where every call takes ``seconds`` and the most calls
+    in flight at once is recorded."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.paths: list[str] = []
+        self.in_flight = self.most = 0
+        super().__init__(Starlette(routes=[Route("/{name}", self._evaluate, methods=["POST"])]))
+
+    async def _evaluate(self, request: Request) -> JSONResponse:
+        name = request.path_params["name"]
+        self.paths.append(name)
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.sleep(self.seconds)
+        finally:
+            self.in_flight -= 1
+        return JSONResponse({"scores": [{"name": name, "score": 1, "explanation": name}]})
+
+
+def test_evaluators_of_the_agents_workspace_run_side_by_side_four_at_a_time(
+    engine, dev, cli, tmp_path
+):
+    """Six remote evaluators of one run: called together, never more than CONCURRENCY at
+    once; and looked up in the agent's workspace (@agents), not the experiment's (@dev)."""
+    names = [f"e{i}" for i in range(1, 7)]
+    admin_api(engine, dev, "POST", "/api/workspaces", json={"name": "agents"})
+    repo = Repo(tmp_path / "crowd-repo")
+    custom = "".join(f"    {name}: {{}}\n" for name in names)
+    repo.case(
+        "crowd",
+        "crowded",
+        "input:\n  question: What is 2 + 3?\nexpected:\n  answer: '5'\n"
+        f"evaluators:\n  exact_match: true\n  custom:\n{custom}",
+    )
+    with CrowdEvaluators(seconds=1.0) as evals, harness() as ref:
+        for name in names:
+            endpoint = f"{evals.url}/{name}"
+            made = cli("evaluators", "create", f"{name}@agents", "--endpoint", endpoint)
+            assert made.code == 0, made.err
+        # The same name in the dataset's workspace, somewhere else: never called.
+        made = cli("evaluators", "create", "e1@dev", "--endpoint", evals.url + "/wrong-workspace")
+        assert made.code == 0, made.err
+        synced = cli("sync", str(repo.suite("crowd")), "--workspace", "dev")
+        assert synced.code == 0, synced.err
+        create_agent(engine, dev, "agents", "ref", ref.url)
+        detail = run_experiment(cli, "crowd", agent="ref@agents")
+        assert detail["by_state"] == {"done": 1} and detail["workspace"] == "dev"
+        found = scores_of(engine, dev, runs_by_case(detail)["crowded"])
+        paths, most = sorted(evals.paths), evals.most
+    assert paths == names
+    assert most == CONCURRENCY == 4
+    for name in names:
+        assert found[name]["value"] == 1.0 and found[name]["evaluator"] == f"remote:{name}"
+    assert found["exact_match"]["value"] == 1.0
