@@ -17,6 +17,7 @@ from tests.integration.runs_helpers import (
     engine_server,
     harness,
     login_token,
+    until,
     wait_finished,
     write_suite,
 )
@@ -219,6 +220,47 @@ def test_harness_errors_are_retried_then_fail_the_run(engine, dev, cli):
         run = result.json["run_list"][0]
         assert run["state"] == "errored" and "after 3 attempts" in run["error"]
         assert "not JSON" in run["error"]
+
+
+def test_harness_errors_that_persist_end_the_run_errored_with_the_reason(engine, dev, cli):
+    """5xx, a hang and a harness that went away (connection refused), on every poll: each
+    run is retried worker.harness_attempts (3) times, then errored with the last reason."""
+    with (
+        harness(Behaviour(run_seconds=math.inf, fail_first={"status": 10**6})) as failing,
+        harness(Behaviour(run_seconds=math.inf, hang_first={"status": 10**6})) as hanging,
+        harness(Behaviour(run_seconds=math.inf)) as vanishing,
+    ):
+        started = {}
+        for name, ref in (("failing", failing), ("hanging", hanging), ("vanishing", vanishing)):
+            create_agent(engine, dev, "dev", name, ref.url)
+            result = cli(
+                "run", "finance@dev", "--agent", f"{name}@dev", "--case-id", "add", "--no-wait",
+                "--json",
+            )  # fmt: skip
+            assert result.code == 0, result.err
+            started[name] = result.json["id"]
+
+        def vanishing_run_state() -> str:
+            detail = api(engine, dev, "GET", f"/api/experiments/{started['vanishing']}").json()
+            return detail["run_list"][0]["state"]
+
+        until(lambda: vanishing_run_state() == "running", what="the run to be running")
+        vanishing.stop()  # its port now refuses connections
+        reasons = {
+            "failing": "answered 503",
+            "hanging": "no answer in time",
+            "vanishing": "cannot connect",
+        }
+        for name, reason in reasons.items():
+            detail = wait_finished(engine, dev, started[name])
+            [run] = detail["run_list"]
+            assert run["state"] == "errored", (name, run)
+            assert run["error"].startswith("polling the run (after 3 attempts): GET "), run
+            assert reason in run["error"], (name, run["error"])
+        assert failing.counters.calls["status"] == 3
+        assert hanging.counters.calls["status"] == 3
+        shown = cli("experiments", "show", str(started["failing"]))
+        assert "errored" in shown.out and "polling the run (after 3 attempts)" in shown.out
 
 
 def test_unreachable_harness_and_failed_runs(engine, dev, cli):

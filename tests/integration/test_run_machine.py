@@ -1,0 +1,124 @@
+"""The run state machine's retries, step by step against a real harness on loopback: what a
+failing call waits before the next attempt (doubling, capped), how many attempts it gets,
+and the reason the run ends with. The server's jobs and the CLI driver both take these
+steps; they only differ in how they record them."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import httpx
+import pytest
+
+from evalkit.harness.client import HarnessClient
+from evalkit.harness.reference import Behaviour, ReferenceHarness
+from evalkit.model.harness import Capabilities
+from evalkit.model.runs import RunSettings, RunWork
+from evalkit.runs import machine
+from evalkit.serve import free_port
+
+
+async def _no_fixtures(sha256: str) -> bytes:
+    raise AssertionError(f"no input file expected, asked for {sha256}")
+
+
+def work(state: str = "starting", **kw: object) -> RunWork:
+    return RunWork(
+        run_id=7,
+        experiment_id=1,
+        state=state,  # type: ignore[arg-type]
+        case_id="add",
+        repetition=1,
+        input={"question": "What is 2 + 3?"},
+        settings=RunSettings(run_timeout=600, poll_interval=0.01, stop_grace=1, trajectory_wait=1),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def drive(
+    run: RunWork, url: str, *, attempts: int, backoff: float, timeout: float = 2.0
+) -> tuple[list[float], RunWork, str | None]:
+    """Steps until the run leaves starting/running; returns the retry waits, the run, and
+    its error. The waits are not slept: the step says them, the driver honours them."""
+    async with httpx.AsyncClient(timeout=timeout) as http:
+        caps = Capabilities()
+        env = machine.Env(
+            harness=HarnessClient(url, None, http),
+            capabilities=caps,
+            fixture_bytes=_no_fixtures,
+            attempts=attempts,
+            backoff=backoff,
+        )
+        waits: list[float] = []
+        error = None
+        while run.state in ("starting", "running"):
+            step = await machine.step(run, env)
+            if step.transition is None:  # a live run polled again later
+                await asyncio.sleep(step.wait)
+                continue
+            if step.transition.attempts:  # the same call again, after this wait
+                waits.append(step.wait)
+            error = step.transition.error or error
+            run = machine.advance(run, step.transition)
+        return waits, run, error
+
+
+@pytest.mark.parametrize(
+    ("attempts", "backoff", "expected"),
+    [(5, 1.0, [1.0, 2.0, 4.0, 8.0]), (8, 10.0, [10.0, 20.0, 40.0, 60.0, 60.0, 60.0, 60.0])],
+)
+async def test_5xx_is_retried_with_doubling_backoff_then_errors(attempts, backoff, expected):
+    with ReferenceHarness(Behaviour(fail_first={"start": 100})) as ref:
+        waits, run, error = await drive(work(), ref.url, attempts=attempts, backoff=backoff)
+    assert waits == expected
+    assert run.state == "errored" and run.attempts == 0
+    assert error is not None
+    assert error.startswith(f"starting the run (after {attempts} attempts): POST {ref.url}/runs")
+    assert "answered 503" in error
+    assert ref.counters.calls["start"] == attempts and ref.counters.runs_created == 0
+
+
+async def test_connection_refused_is_retried_then_errors():
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    waits, run, error = await drive(work(), url, attempts=3, backoff=0.5)
+    assert waits == [0.5, 1.0] and run.state == "errored"
+    assert error is not None and "(after 3 attempts)" in error and "cannot connect" in error
+
+
+async def test_a_hanging_harness_is_retried_then_errors():
+    with ReferenceHarness(Behaviour(run_seconds=math.inf, hang_first={"status": 100})) as ref:
+        # Started fine; every poll hangs past the client's timeout.
+        waits, run, error = await drive(work(), ref.url, attempts=3, backoff=0.1, timeout=0.3)
+    assert run.harness_run_id is not None and run.state == "errored"
+    assert waits == [0.1, 0.2]
+    assert error is not None
+    assert error.startswith("polling the run (after 3 attempts)") and "no answer in time" in error
+    assert ref.counters.calls["status"] == 3
+
+
+async def test_garbage_json_is_retried_then_errors():
+    with ReferenceHarness(Behaviour(run_seconds=math.inf, garbage_status=True)) as ref:
+        waits, run, error = await drive(work(), ref.url, attempts=4, backoff=0.25)
+    assert waits == [0.25, 0.5, 1.0] and run.state == "errored"
+    assert error is not None and "(after 4 attempts)" in error and "not JSON" in error
+
+
+async def test_a_recovered_call_resets_the_attempts():
+    with ReferenceHarness(Behaviour(run_seconds=0.2, fail_first={"status": 2})) as ref:
+        waits, run, error = await drive(work(), ref.url, attempts=3, backoff=0.01)
+    # Two 503s on the poll, then the harness answers: the run goes on, its count reset.
+    assert waits == [0.01, 0.02] and run.state == "collecting" and run.attempts == 0
+    assert run.harness_status == "succeeded" and ref.counters.calls["status"] >= 3
+    assert error is None
+
+
+async def test_what_is_not_worth_retrying_errors_at_once():
+    with ReferenceHarness() as ref:
+        # A run the harness does not know is a 404: a 4xx is not retried.
+        waits, run, error = await drive(
+            work("running", harness_run_id="nope"), ref.url, attempts=5, backoff=1.0
+        )
+    assert waits == [] and run.state == "errored"
+    assert error is not None and "polling the run: GET" in error and "answered 404" in error
+    assert ref.counters.calls["status"] == 1
