@@ -121,6 +121,16 @@ def test_resume_runs_the_pinned_versions_and_only_unfinished_runs(engine, alice,
         fresh = cli("run", "finance", "--agent", "mine", "--case-id", "add", "--json")
         [run] = fresh.json["run_list"]
         assert cli("runs", "show", str(run["id"]), "--json").json["answer"] == "8"
+        # Run on the directory: the edit not synced yet is synced first, then run.
+        (suite / "add.yaml").write_text(
+            "input:\n  question: 'What is 9 + 1?'\nexpected:\n  answer: '10'\n"
+            "tags: [math]\nsplit: test\n"
+        )
+        synced = cli("run", str(suite), "--agent", "mine", "--case-id", "add", "--json")
+        assert synced.code == 0, synced.err
+        [run] = synced.json["run_list"]
+        shown = cli("runs", "show", str(run["id"]), "--json").json
+        assert shown["case_version"] == 3 and shown["answer"] == "10"
 
 
 def test_only_the_owner_runs_a_personal_agent(engine, alice, cli):
@@ -133,12 +143,19 @@ def test_only_the_owner_runs_a_personal_agent(engine, alice, cli):
         refused = api(engine, admin, "POST", "/api/experiments", json=body)
         assert refused.status_code == 403
         assert refused.json()["error"]["code"] == "personal-agent-owner-only"
+        assert "belongs to @alice's owner" in refused.json()["error"]["message"]
+        # The same through the admin's CLI, which names the rule and the reason.
+        by_cli = cli("run", "finance@alice", "--agent", "mine@alice", token=admin)
+        assert by_cli.code == 1 and "[personal-agent-owner-only]" in by_cli.err
+        assert "belongs to @alice's owner" in by_cli.err
+        cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
         # The server never drives a personal agent: no capabilities, no experiment.
         missing = api(
             engine, token, "POST", "/api/experiments", json={"dataset": "finance", "agent": "mine"}
         )
         assert missing.status_code == 400
         assert missing.json()["error"]["code"] == "capabilities-required"
+        assert "is personal, so your CLI drives its runs" in missing.json()["error"]["message"]
         created = api(engine, token, "POST", "/api/experiments", json=body).json()
         work = api(engine, admin, "GET", f"/api/experiments/{created['id']}/work")
         assert work.status_code == 403
