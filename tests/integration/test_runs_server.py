@@ -4,6 +4,7 @@ loopback, the worker's jobs moving every run through the state machine."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -155,6 +156,82 @@ def test_max_concurrent_runs_is_respected_across_experiments(engine, dev, cli):
             assert wait_finished(engine, dev, experiment_id)["by_state"] == {"done": 3}
         assert ref.counters.runs_created == 9
         assert ref.counters.max_live == 2
+
+
+def test_max_concurrent_runs_holds_across_two_worker_processes(engine, dev, cli, tmp_path):
+    """A second `evalkit worker` process on the same database, beside the server's own:
+    both take the agent's runs, and together they never have more than its limit live."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    import psycopg
+
+    settings = engine.settings
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALKIT_")}
+    env.update(
+        EVALKIT_DATABASE_URL=engine.db_url,
+        EVALKIT_ENCRYPTION_KEY=settings.encryption_key,
+        EVALKIT_DATA_DIR=str(tmp_path / "worker-two"),
+        EVALKIT_EGRESS_ALLOW_PRIVATE="true",
+        EVALKIT_WORKER_CONCURRENCY="8",
+        EVALKIT_WORKER_HARNESS_TIMEOUT_SECONDS=str(settings.worker.harness_timeout_seconds),
+        EVALKIT_WORKER_HARNESS_ATTEMPTS=str(settings.worker.harness_attempts),
+        EVALKIT_WORKER_RETRY_BACKOFF_SECONDS=str(settings.worker.retry_backoff_seconds),
+        EVALKIT_WORKER_JOB_POLL_SECONDS="0.1",
+    )
+    log = (tmp_path / "worker-two.log").open("wb")
+    evalkit = str(Path(sys.executable).parent / "evalkit")
+    proc = subprocess.Popen(
+        [evalkit, "worker"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+    )
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def workers_doing_runs() -> None:
+        with psycopg.connect(engine.db_url, autocommit=True) as conn:
+            while not done.is_set():
+                rows = conn.execute(
+                    "SELECT DISTINCT worker_id FROM procrastinate_jobs WHERE status = 'doing' "
+                    "AND task_name = 'advance_run' AND worker_id IS NOT NULL"
+                ).fetchall()
+                seen.update(r[0] for r in rows)
+                done.wait(0.01)
+
+    try:
+
+        def registered() -> int:
+            assert proc.poll() is None, (tmp_path / "worker-two.log").read_text()
+            with psycopg.connect(engine.db_url) as conn:
+                return conn.execute("SELECT count(*) FROM procrastinate_workers").fetchone()[0]
+
+        until(lambda: registered() >= 2, timeout=60, what="the second worker to register")
+        watcher = threading.Thread(target=workers_doing_runs, daemon=True)
+        watcher.start()
+        with harness(Behaviour(run_seconds=0.4)) as ref:
+            create_agent(engine, dev, "dev", "ref", ref.url, max_concurrent_runs=2)
+            ids = []
+            for _ in range(4):
+                started = cli("run", "finance@dev", "--agent", "ref@dev", "--no-wait", "--json")
+                assert started.code == 0, started.err
+                ids.append(started.json["id"])
+            for experiment_id in ids:
+                assert wait_finished(engine, dev, experiment_id)["by_state"] == {"done": 3}
+            assert ref.counters.runs_created == 12
+            assert ref.counters.max_live == 2
+        done.set()
+        watcher.join(5)
+        assert len(seen) >= 2, f"only workers {seen} drove runs"
+    finally:
+        done.set()
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
 
 
 def test_timeout_with_stop(engine, dev, cli):
