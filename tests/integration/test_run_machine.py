@@ -23,7 +23,7 @@ async def _no_fixtures(sha256: str) -> bytes:
     raise AssertionError(f"no input file expected, asked for {sha256}")
 
 
-def work(state: str = "starting", **kw: object) -> RunWork:
+def work(state: str = "starting", poll_interval: float = 0.01, **kw: object) -> RunWork:
     return RunWork(
         run_id=7,
         experiment_id=1,
@@ -31,7 +31,9 @@ def work(state: str = "starting", **kw: object) -> RunWork:
         case_id="add",
         repetition=1,
         input={"question": "What is 2 + 3?"},
-        settings=RunSettings(run_timeout=600, poll_interval=0.01, stop_grace=1, trajectory_wait=1),
+        settings=RunSettings(
+            run_timeout=600, poll_interval=poll_interval, stop_grace=1, trajectory_wait=1
+        ),
         **kw,  # type: ignore[arg-type]
     )
 
@@ -122,3 +124,22 @@ async def test_what_is_not_worth_retrying_errors_at_once():
     assert waits == [] and run.state == "errored"
     assert error is not None and "polling the run: GET" in error and "answered 404" in error
     assert ref.counters.calls["status"] == 1
+
+
+async def test_a_live_run_is_polled_every_poll_interval():
+    with ReferenceHarness(Behaviour(run_seconds=math.inf)) as ref:
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            env = machine.Env(
+                harness=HarnessClient(ref.url, None, http),
+                capabilities=Capabilities(),
+                fixture_bytes=_no_fixtures,
+            )
+            run = work(poll_interval=0.7)
+            step = await machine.step(run, env)
+            assert step.transition is not None and step.transition.to_state == "running"
+            assert step.wait == 0.7
+            run = machine.advance(run, step.transition)
+            for _ in range(3):
+                step = await machine.step(run, env)
+                assert step.transition is None and step.wait == 0.7
+    assert ref.counters.calls["status"] == 3 and ref.counters.runs_created == 1
