@@ -233,3 +233,28 @@ def test_code_driven_agents_have_no_harness_to_check(server, cli, tmp_path):
     assert result.code == 1 and "no harness" in result.err
     assert cli("harness", "check", "nope").code == 1
     assert cli("harness", "check", "traced", "--timeout", "0").code == 2
+
+
+def test_personal_check_sends_the_file_inline_or_fails_a_liar_with_exit_1(server, cli):
+    """From the owner's CLI: a harness that takes only inline files gets the check's file
+    inline (accepts.files passes); a harness that lies gets FAIL rows and exit 1."""
+    login(cli, server)
+    with (
+        ReferenceHarness(Behaviour(without=frozenset({"file_urls"}))) as inline,
+        ReferenceHarness(Behaviour(lie=True)) as liar,
+    ):
+        for name, ref in (("inline", inline), ("liar", liar)):
+            assert cli("agents", "create", name, "--harness-url", ref.url).code == 0
+        passed = cli("harness", "check", "inline", "--json")
+        assert passed.code == 0, (passed.out, passed.err)
+        results = {r["capability"]: r for r in passed.json["rows"]}
+        assert results["accepts.files"]["result"] == "pass"
+        assert "inline" in results["accepts.files"]["detail"]
+        assert results["accepts.file_urls"]["result"] == "skipped"
+
+        failed = cli("harness", "check", "liar", "--timeout", "5")
+        assert failed.code == 1
+        lines = {line.split()[0]: line for line in failed.out.splitlines() if line.strip()}
+        assert "FAIL" in lines["accepts.stop"] and "FAIL" in lines["provides.run_listing"]
+        assert "PASS" in lines["capabilities"]
+        assert failed.out.rstrip().endswith("check(s) failed")
