@@ -79,7 +79,7 @@ def test_run_end_to_end(engine, dev, cli):
         assert [e["id"] for e in listed] == [detail["id"]]
 
 
-def test_repetitions_and_case_filter(engine, dev, cli):
+def test_repetitions_and_case_filter(engine, dev, cli, tmp_path):
     with harness() as ref:
         create_agent(engine, dev, "dev", "ref", ref.url)
         result = cli(
@@ -103,6 +103,20 @@ def test_repetitions_and_case_filter(engine, dev, cli):
         assert unknown.code == 1 and "no case 'nope'" in unknown.err
         split = cli("run", "finance@dev", "--agent", "ref@dev", "--split", "train")
         assert split.code == 1 and "no cases to run in split 'train'" in split.err
+        repo = Repo(tmp_path / "mixed-repo")
+        for case_id, case_split in (("s1", "smoke"), ("s2", "smoke"), ("f1", "full")):
+            repo.case(
+                "mixed", case_id, f"input:\n  question: 'What is 1 + 1?'\nsplit: {case_split}\n"
+            )
+        assert cli("sync", str(repo.suite("mixed")), "--workspace", "dev").code == 0
+        smoke = cli("run", "mixed@dev", "--agent", "ref@dev", "--split", "smoke", "--json")
+        assert smoke.code == 0, smoke.err
+        assert sorted(r["case_id"] for r in smoke.json["run_list"]) == ["s1", "s2"]
+        both = cli(
+            "run", "mixed@dev", "--agent", "ref@dev", "--split", "smoke", "--case-id", "s2",
+            "--json",
+        )  # fmt: skip
+        assert [r["case_id"] for r in both.json["run_list"]] == ["s2"]
 
 
 def test_model_is_sent_with_every_run(engine, dev, cli):
