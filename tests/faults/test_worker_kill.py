@@ -3,7 +3,10 @@ in exactly one terminal state, with no duplicate side effects.
 
 The edge runs in this process without a worker; the worker is the real ``evalkit worker``
 in a subprocess, killed with SIGKILL at random moments and started again as a supervisor
-would. Reference harnesses on loopback play the agents and count what they received.
+would. Reference harnesses on loopback play the agents and count what they received; a
+remote evaluator on loopback scores the runs. The soak aims kills at each phase of a run
+(start, poll, stop grace, settle, scoring) and records which phases each kill landed in:
+those of the requests the worker had sent and not heard back from (``tests.faults.phases``).
 
 ``EVALKIT_FAULT_SEED=N`` replays a schedule of kills (the machine's timing still varies,
 so a replay lands close to, not exactly on, the same moments).
@@ -30,6 +33,7 @@ from evalkit.auth.secrets import generate_key
 from evalkit.config import Settings
 from evalkit.harness.reference import Behaviour, ReferenceHarness
 from tests.conftest import ADMIN_PASSWORD, RunningServer, start_server
+from tests.faults.phases import PHASES, Open, Requests, SlowEvaluator, watch
 from tests.integration.datasets_helpers import Repo, admin_api, simple_case
 from tests.integration.runs_helpers import (
     ARITHMETIC,
@@ -46,6 +50,8 @@ EVALKIT = str(Path(sys.executable).parent / "evalkit")
 TERMINAL = ("done", "failed", "errored")
 STALLED_SECONDS = 2.0
 """worker.stalled_seconds of the edge and every worker (``fast_engine``)."""
+HARNESS_TIMEOUT = 2.0
+"""worker.harness_timeout_seconds of the edge and every worker (``fast_engine``)."""
 HANGING_START = {"EVALKIT_WORKER_HARNESS_TIMEOUT_SECONDS": "5"}
 """Long enough that a hanging POST /runs is still open when the kill lands."""
 
@@ -141,10 +147,27 @@ class WorkerProcess:
         )
         return [row[0] for row in rows]
 
-    def kill(self) -> None:
+    def doing_runs(self) -> list[int]:
+        """The runs of the ``advance_run`` jobs this process is running now."""
+        rows = query(
+            self.db_url,
+            "SELECT (args->>'run_id')::bigint FROM procrastinate_jobs WHERE status = 'doing' "
+            "AND task_name = 'advance_run' AND worker_id > %s",
+            (self._after_worker_id,),
+        )
+        return [row[0] for row in rows]
+
+    def owns(self, worker_id: int | None) -> bool:
+        """Whether ``worker_id`` is this process's procrastinate worker (its latest start)."""
+        return worker_id is not None and worker_id > self._after_worker_id
+
+    def kill(self) -> float:
+        """SIGKILL, then wait for the process to end; returns when the signal was sent."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
+        signalled = time.monotonic()
         self.proc.wait(timeout=30)
+        return signalled
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -283,9 +306,10 @@ def agents() -> dict[str, tuple[Behaviour, dict[str, Any]]]:
     """name -> (harness behaviour, agent settings). Expected outcomes in ``expect_run``."""
     return {
         "quick": (Behaviour(run_seconds=0.3), {"max_concurrent_runs": 4}),
-        # Never finishes by itself: every run times out, is stopped, spends 0.2 s stopping.
+        # Never finishes by itself: every run times out, is stopped, spends 1 s stopping
+        # (the stop grace a kill may land in).
         "stuck": (
-            Behaviour(run_seconds=math.inf, stop_seconds=0.2),
+            Behaviour(run_seconds=math.inf, stop_seconds=1.0),
             {"max_concurrent_runs": 3, "run_timeout": 0.5, "stop_grace": 5},
         ),
         "failing": (Behaviour(run_seconds=0.2, fail_runs=True), {"max_concurrent_runs": 2}),
@@ -335,19 +359,187 @@ def expect_run(agent: str, run: dict[str, Any], starts: int) -> list[str]:
     return wrong
 
 
+HARNESS_DELAYS = {"start": 0.3, "status": 0.15, "stop": 0.4, "trajectory": 0.6}
+"""Seconds each harness holds back its answer to the worker (after doing what was asked):
+the windows a kill lands in while that request is open. Well under the worker's 2 s
+harness timeout."""
+EVALUATOR_SECONDS = 0.6
+"""How long the remote evaluator ``grade`` takes to answer."""
+SCORE_NAMES = {"exact_match", "grade"}
+"""The scores every case of the soak's suite asks for, once per run that is scored."""
+AIM_SECONDS = 30.0
+"""How long an aimed kill waits for its phase before it lands wherever the worker is."""
+PHASE_OF = {
+    ("start", "starting"): "start",
+    ("status", "running"): "poll",
+    ("status", "stopping"): "stop-grace",
+    ("stop", "running"): "stop-grace",
+    ("trajectory", "collecting"): "settle",
+    ("evaluate", "scoring"): "scoring",
+}
+"""(request kind, the run's state) -> the phase a worker waiting for that answer is in. A
+request open at a kill counts only when its run is in that state: the worker had not moved
+on (a request it gave up on, or one of a second job on the same run, does not count)."""
+
+
+GRADED_CASE = """\
+input:
+  question: {question!r}
+expected:
+  answer: {answer!r}
+evaluators:
+  exact_match: true
+  custom:
+    grade: {{}}
+"""
+
+
+def graded_suite(edge: RunningServer, token: str, cli: Any, tmp_path: Path, endpoint: str) -> None:
+    """@dev's suite ``graded``: the arithmetic cases (ids ``g-add``...: case ids are unique
+    in a workspace), each scored by the built-in exact_match and by the remote evaluator
+    ``grade`` at ``endpoint``."""
+    admin_api(
+        edge,
+        token,
+        "POST",
+        "/api/workspaces/dev/evaluators",
+        json={"name": "grade", "endpoint": endpoint},
+    )
+    repo = Repo(tmp_path / "graded-repo")
+    for case_id, (question, answer) in ARITHMETIC.items():
+        repo.case("graded", f"g-{case_id}", GRADED_CASE.format(question=question, answer=answer))
+    synced = cli("sync", str(repo.suite("graded")), "--workspace", "dev")
+    assert synced.code == 0, synced.err
+
+
+def stop_asked(harnesses: dict[str, ReferenceHarness], req: Open) -> bool:
+    """Whether the harness run a status poll asks about was already asked to stop."""
+    run = harnesses[req.source].state.runs.get(req.key or "")
+    return run is not None and run.stop_final < math.inf
+
+
+def aimed_at(phase: str, req: Open, harnesses: dict[str, ReferenceHarness], now: float) -> bool:
+    """Whether open request ``req`` puts the worker in ``phase`` and stays open a while."""
+    held = EVALUATOR_SECONDS if req.kind == "evaluate" else HARNESS_DELAYS[req.kind]
+    if req.opened + held - now < 0.05:
+        return False
+    if req.kind == "status":
+        return phase == ("stop-grace" if stop_asked(harnesses, req) else "poll")
+    return any(kind == req.kind and p == phase for (kind, _), p in PHASE_OF.items())
+
+
+def evalkit_run(harnesses: dict[str, ReferenceHarness], req: Open) -> int | None:
+    if req.source == "evaluator":
+        return int(req.key or 0)
+    run = harnesses[req.source].state.runs.get(req.key or "")
+    return None if run is None else int(run.evalkit_run_id)
+
+
+def kill_worker(
+    aim: str | None,
+    worker: WorkerProcess,
+    book: Requests,
+    harnesses: dict[str, ReferenceHarness],
+    rng: random.Random,
+) -> dict[str, Any]:
+    """Kill the worker, in ``aim`` (a phase) when it gets there within AIM_SECONDS, else
+    (or with no aim) while it runs some job. Returns what the kill hit: ``hit`` lists the
+    phases of the requests the worker had open when it died, ``open`` those requests
+    (source, kind, evalkit run, the run's state), ``job_runs`` the states of the runs of
+    the jobs it was doing, ``in_scoring`` the runs in ``scoring`` then."""
+    time.sleep(rng.uniform(0.1, 1.0))
+    began = time.monotonic()
+    if aim is None:
+        busy_until = began + 3
+        while not worker.doing() and time.monotonic() < busy_until:
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0, 0.1))
+    else:
+        deadline = began + AIM_SECONDS
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            if any(aimed_at(aim, r, harnesses, now) for r in book.now_open()):
+                break
+            time.sleep(0.005)
+    before = book.now_open()
+    moment = time.monotonic()
+    signalled = worker.kill()
+    # Asked within the worker's harness timeout and still not answered when it died.
+    landed = [
+        r
+        for r in before
+        if r.open_at(moment)
+        and (r.closed is None or r.closed > signalled)
+        and (r.kind == "evaluate" or moment - r.opened < HARNESS_TIMEOUT)
+    ]
+    doing = worker.doing_runs()  # its jobs stay doing until a worker requeues them
+    # Only the worker moves runs, so with it dead the runs stay as it left them.
+    states = dict(
+        query(
+            worker.db_url,
+            "SELECT id, state FROM runs WHERE state NOT IN ('queued', 'done', 'failed', 'errored')",
+        )
+    )
+    opened = []
+    for req in landed:
+        run_id = evalkit_run(harnesses, req)
+        opened.append((req.source, req.kind, run_id, states.get(run_id, "?")))
+    hit = {PHASE_OF[kind, state] for _, kind, _, state in opened if (kind, state) in PHASE_OF}
+    return {
+        "aim": aim,
+        "hit": sorted(hit),
+        "waited": round(moment - began, 2),
+        "open": opened,
+        "job_runs": dict(Counter(states.get(run_id, "over") for run_id in doing)),
+        "in_scoring": sorted(run_id for run_id, state in states.items() if state == "scoring"),
+    }
+
+
+def wait_queue_empty(db_url: str, worker: WorkerProcess, timeout: float, context: str) -> None:
+    """Until no job waits or runs, but the periodic jobs the live worker is running now.
+    A killed worker's jobs go back to the queue when a worker starts after the stalled
+    time, and once a minute, so this may take a minute."""
+    periodic = ("sweep_runs", "retry_stalled_jobs", "orphan_traces", "fire_schedules")
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [
+            row
+            for row in query(
+                db_url,
+                "SELECT id, task_name, status, worker_id, args, attempts FROM procrastinate_jobs "
+                "WHERE status IN ('todo', 'doing') ORDER BY id",
+            )
+            if not (row[1] in periodic and row[2] == "doing" and worker.owns(row[3]))
+        ]
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(says(f"{context}: jobs left after {timeout:.0f} s", left))
+        time.sleep(0.25)
+
+
 @pytest.mark.slow
 def test_worker_killed_at_random_moments(database_url, tmp_path, cli):
+    """Kills land in each of the five phases of a run (start, poll, stop grace, settle: the
+    trajectory fetch, scoring), aimed there while a request of that phase is open; after
+    the restarts every run ends in one terminal state with each of its scores stored once,
+    and no job is left."""
     seed = fault_seed()
     rng = random.Random(seed)
     context = f"fault seed {seed} (EVALKIT_FAULT_SEED={seed} replays the kills)"
     began = time.monotonic()
     edge = start_server(database_url, tmp_path, worker=False, configure=fast_engine)
+    book = Requests()
     harnesses: dict[str, ReferenceHarness] = {}
+    evaluator = SlowEvaluator(book, EVALUATOR_SECONDS)
     worker: WorkerProcess | None = None
     try:
         token = dev_workspace(edge, cli, tmp_path)
+        evaluator.start()
+        graded_suite(edge, token, cli, tmp_path, evaluator.endpoint)
         for name, (behaviour, agent_settings) in agents().items():
-            harnesses[name] = ReferenceHarness(behaviour).start()
+            harnesses[name] = watch(ReferenceHarness(behaviour), book, name, HARNESS_DELAYS)
+            harnesses[name].start()
             create_agent(edge, token, "dev", name, harnesses[name].url, **agent_settings)
         worker = WorkerProcess(database_url, edge.settings, tmp_path)
         worker.start()
@@ -357,34 +549,38 @@ def test_worker_killed_at_random_moments(database_url, tmp_path, cli):
             body: dict[str, Any] = {"repetitions": rng.choice([1, 1, 2, 3])}
             cases = rng.sample(sorted(ARITHMETIC), rng.randint(1, 3))
             if len(cases) < len(ARITHMETIC):
-                body["case_ids"] = cases
-            experiments[start_experiment(edge, token, f"{agent}@dev", **body)] = agent
+                body["case_ids"] = [f"g-{case_id}" for case_id in cases]
+            experiments[
+                start_experiment(edge, token, f"{agent}@dev", dataset="graded@dev", **body)
+            ] = agent
 
-        # Kill at random moments after the worker took jobs; restart at once (a supervisor
-        # with no delay: stalled jobs wait for the once-a-minute sweep) or after the
-        # stalled time (the new worker requeues them on start).
+        # Kill aimed at each phase (a request of that phase open at a harness or the
+        # evaluator) in a random order, with up to two kills at random moments among
+        # them; then aim again at any phase no kill landed in (twice at most). Restart at
+        # once (a supervisor with no delay: stalled jobs wait for the once-a-minute sweep)
+        # or after the stalled time (the new worker requeues them on start).
+        plan: list[str | None] = list(PHASES)
+        rng.shuffle(plan)
+        for _ in range(rng.randint(0, 2)):
+            plan.insert(rng.randrange(len(plan) + 1), None)
         kills: list[dict[str, Any]] = []
-        for _ in range(rng.randint(4, 6)):
+        for n, aim in enumerate([*plan, *PHASES, *PHASES]):
+            if n >= len(plan) and any(aim in k["hit"] for k in kills):
+                continue  # aim again only where no kill landed
             worker.wait_registered(context)
-            time.sleep(rng.uniform(0.1, 2.0))
-            # Most of the time every run waits for its next step; aim at a job in progress.
-            busy_until = time.monotonic() + 3
-            while not worker.doing() and time.monotonic() < busy_until:
-                time.sleep(0.01)
-            time.sleep(rng.uniform(0, 0.1))
-            states = Counter(row[2] for row in live_runs(database_url))
-            doing = worker.doing()
-            worker.kill()
+            kills.append(kill_worker(aim, worker, book, harnesses, rng))
             delay = 0.0 if rng.random() < 0.4 else STALLED_SECONDS + 0.5
-            kills.append({"live": dict(states), "doing_jobs": doing, "restart_after": delay})
+            kills[-1]["restart_after"] = delay
             time.sleep(delay)
             worker.start()
+        killed = time.monotonic() - began
         worker.wait_registered(context)
-        context += f"; kills: {kills}"
+        in_scoring = Counter(run_id for k in kills for run_id in k.pop("in_scoring"))
+        context += f"; kills: {pformat(kills, width=100)}"
 
         wait_all_finished(database_url, worker, 240, context)
         settled = time.monotonic() - began
-        wait_no_advance_jobs(database_url, 90, context)
+        wait_queue_empty(database_url, worker, 90, context)
 
         # ---- experiments: finished, through the API
         for experiment_id in experiments:
@@ -454,6 +650,49 @@ def test_worker_killed_at_random_moments(database_url, tmp_path, cli):
             }
             assert not wrong_ids, says(context, name, wrong_ids)
 
+        # ---- scores: each scored run has every score of its round once; the evaluator was
+        # asked again only for a run a kill caught in scoring
+        twice = query(
+            database_url,
+            "SELECT run_id, round, name, count(*) FROM scores GROUP BY run_id, round, name "
+            "HAVING count(*) > 1",
+        )
+        assert not twice, says(context, "scores stored twice (run, round, name, count):", twice)
+        scored: dict[int, dict[str, tuple[Any, ...]]] = {r["id"]: {} for r in runs}
+        for run_id, round_no, name, value, error in query(
+            database_url,
+            "SELECT s.run_id, s.round, s.name, s.value, s.error FROM scores s "
+            "JOIN runs r ON r.id = s.run_id JOIN experiments e ON e.id = r.experiment_id "
+            "WHERE s.round = e.scoring_round",
+        ):
+            scored[run_id][name] = (round_no, value, error)
+        wrong_scores = {
+            r["id"]: (experiments[r["experiment_id"]], r["state"], scored[r["id"]])
+            for r in runs
+            if set(scored[r["id"]]) != (SCORE_NAMES if r["state"] != "errored" else set())
+            or (
+                experiments[r["experiment_id"]] == "quick"
+                and any(v[1:] != (1.0, None) for v in scored[r["id"]].values())
+            )
+        }
+        assert not wrong_scores, says(
+            context,
+            "runs whose scores are not one exact_match and one grade (1.0 for quick runs), "
+            "or that have scores but errored:",
+            wrong_scores,
+        )
+        asked = Counter(int(r.key or 0) for r in book.calls if r.source == "evaluator")
+        asked_again = {
+            run_id: (n, in_scoring[run_id])
+            for run_id, n in asked.items()
+            if n > 1 + in_scoring[run_id]
+        }
+        assert not asked_again, says(
+            context,
+            "runs the evaluator was asked for more than once per kill in scoring:",
+            asked_again,
+        )
+
         # ---- what the API says is what the database holds
         for r in runs:
             shown = api(edge, token, "GET", f"/api/runs/{r['id']}").json()
@@ -470,15 +709,23 @@ def test_worker_killed_at_random_moments(database_url, tmp_path, cli):
         )
         assert not failed, says(context, failed, jobs_dump(database_url))
 
+        # ---- every phase had its kill
+        hits = Counter(phase for k in kills for phase in k["hit"])
+        missed = [phase for phase in PHASES if not hits[phase]]
+        assert not missed, says(context, f"no kill landed in {missed}; hits {dict(hits)}")
+
         retried_starts = sum(
             n - 1 for ref in harnesses.values() for n in ref.counters.starts.values()
         )
         repeated_stops = sum(n - 1 for n in harnesses["stuck"].counters.stops.values())
         print(
             f"\n{context}\n{len(runs)} runs in {len(experiments)} experiments, "
-            f"{len(kills)} kills, {worker.starts} worker starts; finished after "
-            f"{settled:.1f} s, {time.monotonic() - began:.1f} s in all; "
-            f"retried starts {retried_starts}, repeated stops {repeated_stops}; "
+            f"{len(kills)} kills, {worker.starts} worker starts; kills per phase "
+            f"{dict(sorted(hits.items()))}; kills done after {killed:.1f} s, finished after "
+            f"{settled:.1f} s, "
+            f"{time.monotonic() - began:.1f} s in all; "
+            f"retried starts {retried_starts}, repeated stops {repeated_stops}, "
+            f"evaluator calls repeated {sum(asked.values()) - len(asked)}; "
             f"stalled jobs requeued {worker.logs().count('retrying job')}"
         )
     finally:
@@ -486,6 +733,7 @@ def test_worker_killed_at_random_moments(database_url, tmp_path, cli):
             worker.stop()
         for ref in harnesses.values():
             ref.stop()
+        evaluator.stop()
         edge.stop()
 
 
