@@ -15,7 +15,7 @@ and for all, errors (any answer but 200, or no answer: must be 0), and the edge'
 memory at the start and the end of the timed phase and its peak.
 
     uv run python benchmarks/load_reads.py [--users 20] [--seconds 60] [--cases 500]
-        [--repetitions 10] [--experiments 4]
+        [--repetitions 10] [--experiments 4] [--only WORDS...]
 """
 
 from __future__ import annotations
@@ -161,6 +161,9 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=500)
     parser.add_argument("--repetitions", type=int, default=10)
     parser.add_argument("--experiments", type=int, default=4, help="at least 2")
+    parser.add_argument(
+        "--only", nargs="+", metavar="WORDS", help="only the routes whose name has one of these"
+    )
     args = parser.parse_args()
     runs = args.cases * args.repetitions
 
@@ -188,6 +191,10 @@ def main() -> None:
                 experiments.append(experiment_id)
         run_ids = [row[0] for row in stack.query("SELECT id FROM runs ORDER BY id")]
         table = routes(experiments, runs)
+        if args.only:
+            table = {k: v for k, v in table.items() if any(w in k for w in args.only)}
+            if not table:
+                raise SystemExit(f"no route's name has any of {args.only}")
         print(
             f"{len(experiments)} experiments of {runs:,} runs (5 scores a run) seeded in "
             f"{time.perf_counter() - started:.0f} s; {args.users} users, {len(table)} routes "
