@@ -176,7 +176,9 @@ async def drive(
         elapsed = time.perf_counter() - started
         reporter.cancel()
         while shown * window < elapsed:
-            show(shown, min(window, elapsed - shown * window))
+            length = min(window, elapsed - shown * window)
+            if length >= 1:  # a shorter tail counts in the totals only
+                show(shown, length)
             shown += 1
     return {
         "sent": count,
