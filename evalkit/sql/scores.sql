@@ -76,6 +76,15 @@ SELECT id FROM runs
 WHERE experiment_id = %(experiment_id)s AND state IN ('done', 'failed')
 ORDER BY id;
 
+-- name: experiment_python_evaluators :many
+-- The Python evaluators (scores stored as python:<name>) that scored any run of an
+-- experiment in any round: only the script that holds them can run them again.
+SELECT DISTINCT substr(s.evaluator, 8) AS name
+FROM runs r
+JOIN scores s ON s.run_id = r.id
+WHERE r.experiment_id = %(experiment_id)s AND starts_with(s.evaluator, 'python:')
+ORDER BY 1;
+
 -- name: scoring_rounds_list :many
 -- Every round of an experiment, newest first, with its scores counted and its scoring jobs
 -- still waiting or running (and those that failed for good).

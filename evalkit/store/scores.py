@@ -154,6 +154,12 @@ async def scorable_runs(conn: Conn, experiment_id: int) -> list[int]:
     return [row["id"] for row in await conn.all("runs_scorable", experiment_id=experiment_id)]
 
 
+async def python_evaluators(conn: Conn, experiment_id: int) -> list[str]:
+    """Names of the Python evaluators that scored the experiment (any round)."""
+    rows = await conn.all("experiment_python_evaluators", experiment_id=experiment_id)
+    return [row["name"] for row in rows]
+
+
 async def rounds(conn: Conn, experiment_id: int) -> list[wire.ScoringRound]:
     """Every round of the experiment, newest first, with totals per score name."""
     totals: dict[int, list[wire.ScoreTotals]] = {}

@@ -355,17 +355,36 @@ def test_evaluate_refusals(engine, dev, cli):
     assert unknown.code == 1 and "unknown evaluator 'exact_mach'" in unknown.err
     assert cli("evaluate", "999999").code == 1
 
+    # Run from Python: refused when the script holds part of the scoring (a Python
+    # evaluator scored it, or run_experiment's own judge grades its rubrics).
     with psycopg.connect(engine.db_url, autocommit=True) as conn:
         conn.execute(
             "UPDATE experiments SET driver = 'sdk', status = 'finished' WHERE id = %s",
             (experiment,),
         )
+        conn.execute(
+            "INSERT INTO scores (run_id, name, value, evaluator) SELECT min(id), 'tone', 1, "
+            "'python:tone' FROM runs WHERE experiment_id = %s",
+            (experiment,),
+        )
     python = cli("evaluate", str(experiment))
     assert python.code == 1 and "[python-evaluators]" in python.err
-    assert "evaluate_experiment" in python.err
+    assert "Python evaluators (tone)" in python.err and "evaluate_experiment" in python.err
+    with psycopg.connect(engine.db_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM scores WHERE evaluator = 'python:tone'")
+        conn.execute(
+            "UPDATE experiments SET judge_by = 'sdk', judge = 'sdk:m' WHERE id = %s",
+            (experiment,),
+        )
+    judged = cli("evaluate", str(experiment))
+    assert judged.code == 1 and "[sdk-judge]" in judged.err
+    assert "evaluate_experiment" in judged.err
 
     with psycopg.connect(engine.db_url, autocommit=True) as conn:
-        conn.execute("UPDATE experiments SET driver = 'server' WHERE id = %s", (experiment,))
+        conn.execute(
+            "UPDATE experiments SET driver = 'server', judge_by = NULL, judge = NULL WHERE id = %s",
+            (experiment,),
+        )
         conn.execute("UPDATE runs SET state = 'errored' WHERE experiment_id = %s", (experiment,))
     nothing = cli("evaluate", str(experiment))
     assert nothing.code == 1 and "[nothing-to-score]" in nothing.err

@@ -58,6 +58,23 @@ def test_rescoring_with_a_new_version_of_an_evaluator(dev):
         evaluate_experiment(experiment_id=result.id)
 
 
+def test_the_server_rescores_an_sdk_experiment_it_holds_all_the_scoring_of(dev, cli):
+    """No Python evaluator and no judge of the script's: `evalkit evaluate` re-scores it."""
+    cli.monkeypatch.setenv("EVALKIT_SERVER_URL", dev.server.url)
+    cli.monkeypatch.setenv("EVALKIT_TOKEN", dev.token)
+    dev.suite()
+    dev.agent()
+    result = run_experiment(
+        dataset="finance", agent="mine", task=lambda q: ANSWERS[q["question"]], progress=False
+    )
+    again = cli("evaluate", str(result.id), "--json")
+    assert again.code == 0, again.err
+    assert again.json["round"] == 2 and again.json["runs_scored"] == 3
+    for run in result.runs:
+        assert round_scores(dev, run["id"], 2)["exact_match"]["value"] == 1.0
+        assert round_scores(dev, run["id"], 1)["exact_match"]["value"] == 1.0
+
+
 @evaluator(name="tool_use", requires_trajectory=True)
 def tool_use(case, run) -> float:
     return float(any(step.get("tool_calls") for step in run.trajectory["steps"]))

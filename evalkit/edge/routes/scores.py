@@ -54,13 +54,7 @@ async def experiment_evaluate(call: Call) -> wire.ScoringRound:
     body: wire.EvaluateRequest = await call.payload()
     only = _evaluator_names(body.evaluators)
     if row["driver"] == "sdk":
-        raise Conflict(
-            f"experiment {experiment_id} was run from Python (run_experiment), so its Python "
-            "evaluators live in your script, where the server cannot call them; re-score it "
-            f"from the script with evalkit.sdk.evaluate_experiment(experiment_id={experiment_id}"
-            ", evaluators=[...])",
-            code="python-evaluators",
-        )
+        await _refuse_what_lives_in_the_script(call, experiment_id)
     if row["status"] != "finished":
         raise Conflict(
             f"experiment {experiment_id} is still running; re-score it once every run has "
@@ -86,6 +80,31 @@ async def experiment_evaluate(call: Call) -> wire.ScoringRound:
     opened = found[0] if found else wire.ScoringRound(experiment_id=experiment_id, round=round_)
     opened.runs = len(run_ids)
     return opened
+
+
+async def _refuse_what_lives_in_the_script(call: Call, experiment_id: int) -> None:
+    """An SDK experiment is re-scored here unless its script holds part of its scoring:
+    Python evaluators scored it, or run_experiment's own judge grades its rubrics."""
+    async with call.db.connection() as conn:
+        python = await store.python_evaluators(conn, experiment_id)
+        sdk_judge = await runs_store.judged_by_sdk(conn, experiment_id)
+    again = (
+        f"re-score it from the script with evalkit.sdk.evaluate_experiment("
+        f"experiment_id={experiment_id}, evaluators=[...])"
+    )
+    if python:
+        raise Conflict(
+            f"experiment {experiment_id} was scored by Python evaluators "
+            f"({', '.join(python)}), which live in your script, where the server cannot call "
+            f"them; {again}",
+            code="python-evaluators",
+        )
+    if sdk_judge:
+        raise Conflict(
+            f"experiment {experiment_id}'s rubrics are graded by the judge given to "
+            f"run_experiment, with your script's key, which the server does not hold; {again}",
+            code="sdk-judge",
+        )
 
 
 def _evaluator_names(names: list[str] | None) -> list[str] | None:
