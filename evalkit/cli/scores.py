@@ -47,10 +47,10 @@ def evaluate(
 
     Each case's evaluators run as its pinned version selects them; earlier rounds are
     kept (`evalkit runs show` lists them all). Runs that errored before the agent answered
-    are not scored. Needs write access to the experiment's workspace. Experiments run from
-    Python with run_experiment are refused: their Python evaluators live in your script,
-    so re-score them there with evalkit.sdk.evaluate_experiment. Exits 1 if a scoring job
-    failed for good.
+    are not scored. Needs write access to the experiment's workspace. Experiments scored
+    by Python evaluators, or by the judge given to run_experiment, are refused: those live
+    in your script, so re-score them there with evalkit.sdk.evaluate_experiment. Exits 1
+    if a scoring job failed for good.
     """
     body = wire.EvaluateRequest(evaluators=evaluator or None)
     with Client() as client:
