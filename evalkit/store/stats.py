@@ -7,6 +7,21 @@ from evalkit.errors import NotFound
 from evalkit.scoring.stats import ExperimentReadings, RunKey, ScoreRow
 
 
+async def readings_version(conn: Conn, experiment_id: int) -> tuple[int, int, int]:
+    """What changes whenever :func:`experiment_readings` would: the scoring round, and how
+    many scores the round has and the newest one's id (scores are only ever inserted, and
+    an experiment's runs are all made with it)."""
+    experiment = await conn.one("experiment_scoring_get", experiment_id=experiment_id)
+    if experiment is None:
+        raise NotFound(
+            f"no experiment {experiment_id}; see `evalkit experiments list`",
+            code="no-such-experiment",
+        )
+    round_ = experiment["scoring_round"]
+    row = await conn.one("score_version_get", experiment_id=experiment_id, round=round_)
+    return (round_, row["n"], row["last_id"]) if row else (round_, 0, 0)
+
+
 async def experiment_readings(conn: Conn, experiment_id: int) -> ExperimentReadings:
     """Runs (case, repetition) and score rows of the experiment's current round."""
     experiment = await conn.one("experiment_scoring_get", experiment_id=experiment_id)
