@@ -55,7 +55,10 @@ class ServerLink:
                 response = await self.http.request(method, path, **kwargs)  # type: ignore[arg-type]
             except httpx.TransportError as exc:
                 if attempt == 4:
-                    raise ServerError(f"the evalkit server did not answer {path}: {exc}") from None
+                    server = str(self.http.base_url).rstrip("/")
+                    raise ServerError(
+                        f"the evalkit server at {server} did not answer {path}: {exc}"
+                    ) from None
                 await asyncio.sleep(2**attempt)
                 continue
             if response.status_code in (502, 503, 504) and attempt < 4:

@@ -18,10 +18,28 @@ from evalkit.sdk._model import SdkError
 __all__ = ["SdkLink", "ServerError", "login"]
 
 
+def project_server_url() -> str | None:
+    """``server_url`` of the evalkit.yaml nearest the working directory, as ``evalkit lint``
+    and ``evalkit sync`` read it; None when EVALKIT_SERVER_URL is set (it overrides the
+    file), when there is no evalkit.yaml, or when it names no server."""
+    if os.environ.get(SERVER_URL_ENV):
+        return None
+    from evalkit.cases import ProjectError, ProjectNotFound, load_project
+
+    try:
+        project = load_project()
+    except ProjectNotFound:
+        return None
+    except ProjectError as exc:
+        raise SdkError(f"evalkit.yaml has errors: {exc}") from None
+    return project.server_url
+
+
 def login(explicit_url: str | None = None) -> tuple[str, str]:
-    """(server URL, token) as the CLI finds them: ``EVALKIT_SERVER_URL`` or the server of
-    the last ``evalkit login``; ``EVALKIT_TOKEN`` or that login's stored token."""
-    base = server_url(explicit_url)
+    """(server URL, token) as the CLI finds them: ``explicit_url``, else
+    ``EVALKIT_SERVER_URL``, else evalkit.yaml's ``server_url``, else the server of the last
+    ``evalkit login``; ``EVALKIT_TOKEN`` or that login's stored token."""
+    base = server_url(explicit_url or project_server_url())
     token = os.environ.get(TOKEN_ENV)
     if not token:
         stored = credentials.load().servers.get(base)

@@ -87,9 +87,10 @@ def register(
     ``provider``; a new one is created and set globally when there is none) and return the
     provider.
 
-    The server is ``server_url``, else ``EVALKIT_SERVER_URL``, else the server of your last
-    ``evalkit login``. The token is ``token``, else ``EVALKIT_OTEL_TOKEN`` (an agent token:
-    ``evalkit tokens create --agent NAME@WS``), else your CLI login. ``agent`` is
+    The server is ``server_url``, else ``EVALKIT_SERVER_URL``, else evalkit.yaml's
+    ``server_url``, else the server of your last ``evalkit login``. The token is
+    ``token``, else ``EVALKIT_OTEL_TOKEN`` (an agent token: ``evalkit tokens create --agent
+    NAME@WS``), else your CLI login. ``agent`` is
     ``NAME@WORKSPACE``, or a bare name in your personal workspace.
     """
     global _registered
@@ -302,7 +303,9 @@ class _SessionStamp:
 
 
 def _server(explicit: str | None) -> str:
-    url = explicit or os.environ.get(SERVER_URL_ENV)
+    from evalkit.sdk._link import project_server_url
+
+    url = explicit or os.environ.get(SERVER_URL_ENV) or project_server_url()
     if not url:
         from evalkit.cli import credentials
 

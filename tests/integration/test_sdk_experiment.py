@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from evalkit.runs.local import ServerError
 from evalkit.sdk import RunResult, SdkError, arun_experiment, run_experiment
 from tests.integration import sdk_helpers
 
@@ -290,3 +291,35 @@ def test_files_are_downloaded_before_the_call(dev):
     assert first.name == "report" and first.context == "Quarterly revenue in kEUR"
     assert first.path == second.path and first.path.read_bytes().startswith(b"quarter")
     assert str(first.path).startswith(str(dev.repo.root.parent / "cache"))
+
+
+def test_the_server_of_evalkit_yaml_is_used_when_no_url_is_set(dev, monkeypatch):
+    """With EVALKIT_SERVER_URL unset, run_experiment talks to evalkit.yaml's server_url, as
+    `evalkit sync` does, not to the server of the last login; the variable still wins."""
+    dev.suite()
+    dev.agent()
+    project = dev.repo.root / "evalkit.yaml"
+    project.write_text(project.read_text() + f"server_url: {dev.server.url}\n")
+    monkeypatch.delenv("EVALKIT_SERVER_URL")
+    result = run_experiment(
+        dataset="finance",
+        agent="mine",
+        task=lambda input: ANSWERS[input["question"]],
+        progress=False,
+    )
+    assert result.by_state == {"done": 3}
+    assert result.url.startswith(dev.server.url)
+
+    project.write_text(project.read_text().replace(dev.server.url, "http://127.0.0.1:9/nowhere"))
+    monkeypatch.setenv("EVALKIT_SERVER_URL", dev.server.url)
+    again = run_experiment(
+        dataset="finance",
+        agent="mine",
+        task=lambda input: ANSWERS[input["question"]],
+        progress=False,
+    )
+    assert again.by_state == {"done": 3}
+
+    monkeypatch.delenv("EVALKIT_SERVER_URL")
+    with pytest.raises(ServerError, match=r"server at http://127\.0\.0\.1:9/nowhere did not"):
+        run_experiment(dataset="finance", agent="mine", task=lambda input: "x", progress=False)
