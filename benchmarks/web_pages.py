@@ -13,13 +13,26 @@ changes some expected answers (so B has regressions and improvements against A).
   with them), then the benchmark itself marks the runs done and writes a trajectory and
   five scores per run with a few set-based statements (seconds, for iterating).
 
+The dataset pages get a dataset of their own, `big@bench`, synced twice through the API:
+10,000 cases (``--dataset-cases``), then a second sync that changes the expected answer of
+every 10th case and every 15th (about 1,600 second versions) and leaves out every 100th
+(removed by that sync), so a case's current version is not always its first.
+
 Then, logged in through the login form as a browser is, it times each page with httpx:
 the first request (cold: the experiment's score summary and the comparison's bootstrap are
 computed and kept), when the comparison's statistics were ready, and N more requests
 (warm), printing p50 and p95 in milliseconds.
 
+``--only dataset`` (or ``--only experiments``) seeds and times only those pages: the dataset
+pages need neither the harness nor the experiments and take about a minute.
+
+It prints which evalkit it ran (the package directory and the newest migration), so that
+two runs on two checkouts (e.g. a ``git worktree`` of an older commit, run from its own
+directory with ``PYTHONPATH`` set to it) can be told apart.
+
     uv run python benchmarks/web_pages.py [--seed engine|sql] [--cases 500]
-        [--repetitions 20] [--requests 20]
+        [--repetitions 20] [--requests 20] [--dataset-cases 10000]
+        [--only experiments|dataset]
 """
 
 from __future__ import annotations
@@ -42,6 +55,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).parent))
 from _stack import EVALKIT, PASSWORD, wait_http
 
+import evalkit
 from evalkit import serve
 from evalkit.auth.secrets import generate_key
 from evalkit.embedded import EmbeddedPostgres
@@ -75,6 +89,19 @@ def cases(n: int, version: int) -> list[dict]:
                 },
             }
         )
+    return found
+
+
+def dataset_cases(n: int, version: int) -> list[dict]:
+    """The big dataset: v2 changes every 10th and 15th case and leaves out every 100th."""
+    found = []
+    for case in cases(n, 1):
+        i = int(case["id"].split("-")[1])
+        if version == 2 and i % 100 == 99:
+            continue
+        if version == 2 and (i % 10 == 3 or i % 15 == 7):
+            case["content"]["expected"]["answer"] += " (checked)"
+        found.append(case)
     return found
 
 
@@ -216,8 +243,18 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=20)
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--worker-concurrency", type=int, default=32)
+    parser.add_argument("--dataset-cases", type=int, default=10_000)
+    parser.add_argument(
+        "--only", choices=("experiments", "dataset"), help="seed and time only these pages"
+    )
     args = parser.parse_args()
     runs = args.cases * args.repetitions
+    experiments = args.only in (None, "experiments")
+    dataset = args.only in (None, "dataset")
+    head = sorted(
+        p.name for p in (Path(evalkit.__file__).parent / "sql/migrations/versions").glob("0*.py")
+    )[-1]
+    print(f"evalkit from {Path(evalkit.__file__).parent} (newest migration {head})")
 
     work = Path(tempfile.mkdtemp(prefix="evalkit-bench-"))
     cluster = EmbeddedPostgres(work / "pg", cleanup="delete")
@@ -239,11 +276,13 @@ def main() -> None:
         )
         port, harness_port = serve.free_port(), serve.free_port()
         children.append(spawn(["server", "--no-worker", "--port", str(port)], env))
-        children.append(spawn(["harness", "example", "--port", str(harness_port)], env))
+        if experiments:
+            children.append(spawn(["harness", "example", "--port", str(harness_port)], env))
         url = f"http://127.0.0.1:{port}"
         wait_http(url + "/healthz", 120)
-        wait_http(f"http://127.0.0.1:{harness_port}/capabilities", 120)
-        if args.seed == "engine":
+        if experiments:
+            wait_http(f"http://127.0.0.1:{harness_port}/capabilities", 120)
+        if experiments and args.seed == "engine":
             children.append(spawn(["worker"], env))
         token = httpx.post(
             f"{url}/api/auth/login", json={"username": "admin", "password": PASSWORD}
@@ -251,45 +290,71 @@ def main() -> None:
         auth = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=url, headers=auth, timeout=120) as api:
             api.post("/api/workspaces", json={"name": "bench"}).raise_for_status()
-            api.post(
-                "/api/workspaces/bench/agents",
-                json={
-                    "name": "ref",
-                    "harness_url": f"http://127.0.0.1:{harness_port}",
-                    "max_concurrent_runs": 32,
-                    "poll_interval": 0.05,
-                },
-            ).raise_for_status()
-            sync = "/api/workspaces/bench/datasets/arith/sync"
-            ids = []
-            for version in (1, 2):
-                api.post(sync, json={"cases": cases(args.cases, version)}).raise_for_status()
-                started = time.perf_counter()
-                experiment_id = start_experiment(api, args.repetitions)
-                if args.seed == "engine":
-                    wait_finished(api, experiment_id)
-                else:
-                    fill_with_sql(db_url, experiment_id)
-                seconds = time.perf_counter() - started
-                print(f"experiment {experiment_id}: {runs} runs seeded in {seconds:.0f} s")
-                ids.append(experiment_id)
-            a, b = ids
-            middle = api.get(f"/api/experiments/{b}/runs", params={"offset": runs // 2}).json()
-            run_id = middle["runs"][0]["id"]
+            if dataset:
+                big = "/api/workspaces/bench/datasets/big/sync"
+                for version in (1, 2):
+                    started = time.perf_counter()
+                    body = {"cases": dataset_cases(args.dataset_cases, version)}
+                    api.post(big, json=body).raise_for_status()
+                    seconds = time.perf_counter() - started
+                    sent = len(body["cases"])
+                    print(f"dataset big, sync {version}: {sent} cases in {seconds:.0f} s")
+                with psycopg.connect(db_url) as conn:
+                    conn.execute("ANALYZE")
+            if experiments:
+                api.post(
+                    "/api/workspaces/bench/agents",
+                    json={
+                        "name": "ref",
+                        "harness_url": f"http://127.0.0.1:{harness_port}",
+                        "max_concurrent_runs": 32,
+                        "poll_interval": 0.05,
+                    },
+                ).raise_for_status()
+                sync = "/api/workspaces/bench/datasets/arith/sync"
+                ids = []
+                for version in (1, 2):
+                    api.post(sync, json={"cases": cases(args.cases, version)}).raise_for_status()
+                    started = time.perf_counter()
+                    experiment_id = start_experiment(api, args.repetitions)
+                    if args.seed == "engine":
+                        wait_finished(api, experiment_id)
+                    else:
+                        fill_with_sql(db_url, experiment_id)
+                    seconds = time.perf_counter() - started
+                    print(f"experiment {experiment_id}: {runs} runs seeded in {seconds:.0f} s")
+                    ids.append(experiment_id)
+                a, b = ids
+                middle = api.get(f"/api/experiments/{b}/runs", params={"offset": runs // 2}).json()
+                run_id = middle["runs"][0]["id"]
         load = os.getloadavg()[0]
 
-        pages = [
-            ("experiments list", "/experiments"),
-            ("list + trend of a dataset", "/experiments?dataset=arith%40bench"),
-            ("experiment", f"/experiments/{b}"),
-            ("experiment, last page of runs", f"/experiments/{b}?offset={runs - 50}"),
-            ("experiment, runs below 0.5", f"/experiments/{b}?score=exact_match&below=0.5"),
-            ("experiment, runs by tag", f"/experiments/{b}?tag=group-3"),
-            ("compare", f"/experiments/{a}/compare/{b}"),
-            ("compare, changed cases", f"/experiments/{a}/compare/{b}?changed=1"),
-            ("run with its trajectory", f"/runs/{run_id}"),
-            ("schedules", "/schedules"),
-        ]
+        pages = []
+        if dataset:
+            ds = "/w/bench/datasets/big"
+            last = (args.dataset_cases // 50 - 1) * 50
+            pages += [
+                ("dataset", ds),
+                ("dataset, last page", f"{ds}?offset={last}"),
+                ("dataset, pending", f"{ds}?state=pending"),
+                ("dataset, removed", f"{ds}?state=removed"),
+                ("dataset, by tag", f"{ds}?tag=group-3"),
+                ("dataset, by split", f"{ds}?split=test"),
+                ("dataset, id search", f"{ds}?q=42"),
+            ]
+        if experiments:
+            pages += [
+                ("experiments list", "/experiments"),
+                ("list + trend of a dataset", "/experiments?dataset=arith%40bench"),
+                ("experiment", f"/experiments/{b}"),
+                ("experiment, last page of runs", f"/experiments/{b}?offset={runs - 50}"),
+                ("experiment, runs below 0.5", f"/experiments/{b}?score=exact_match&below=0.5"),
+                ("experiment, runs by tag", f"/experiments/{b}?tag=group-3"),
+                ("compare", f"/experiments/{a}/compare/{b}"),
+                ("compare, changed cases", f"/experiments/{a}/compare/{b}?changed=1"),
+                ("run with its trajectory", f"/runs/{run_id}"),
+                ("schedules", "/schedules"),
+            ]
         rows = []
         with httpx.Client(base_url=url, timeout=300) as web:
             login = web.post(
@@ -321,8 +386,9 @@ def main() -> None:
 
     print()
     print(
-        f"{runs} runs per experiment (seeded by {args.seed}); {args.requests} warm requests "
-        f"per page, in ms; load average {load:.1f} on {os.cpu_count()} cores"
+        f"{runs if experiments else 0} runs per experiment (seeded by {args.seed}), "
+        f"{args.dataset_cases if dataset else 0} cases in the big dataset; {args.requests} warm "
+        f"requests per page, in ms; load average {load:.1f} on {os.cpu_count()} cores"
     )
     print(f"{'page':<32}{'first':>8}{'stats in':>10}{'p50':>8}{'p95':>8}")
     for name, first, ready, p50, top in rows:
