@@ -245,6 +245,24 @@ def users_disable(
     return 0
 
 
+@users.command(name="enable")
+def users_enable(
+    name: Annotated[str, Parameter(help="The disabled user to enable.")],
+    /,
+    *,
+    json: JsonFlag = False,
+) -> int:
+    """Enable a disabled user (admin only): they can log in again. The tokens revoked when
+    they were disabled stay revoked, so they log in for a new one."""
+    with Client() as client:
+        user: api.User = client.post(f"/api/users/{name}/enable", type=api.User)
+    if json:
+        emit_json(user)
+    else:
+        say(f"enabled {user.username}; they can log in again (their old tokens stay revoked)")
+    return 0
+
+
 @users.command(name="password")
 def users_password(
     *,
@@ -335,9 +353,9 @@ def audit_log(
     ] = None,
     json: JsonFlag = False,
 ) -> int:
-    """Show the audit log of admin actions (admins only): users added, disabled and reset,
-    workspaces created, members added and removed, promotions, LLM providers and the
-    default judge."""
+    """Show the audit log of admin actions (admins only): users added, disabled, enabled and
+    reset, workspaces created, members added and removed, promotion links set and removed,
+    LLM providers and the default judge."""
     query = f"/api/audit?limit={limit}" + (f"&action={action}" if action else "")
     with Client() as client:
         entries: list[AuditEntry] = client.get(query, type=list[AuditEntry])

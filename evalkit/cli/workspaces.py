@@ -8,7 +8,7 @@ from cyclopts import App, Parameter
 
 from evalkit.cli.app import JsonFlag, app
 from evalkit.cli.client import Client
-from evalkit.cli.output import emit_json, say, table
+from evalkit.cli.output import CliError, emit_json, say, table
 from evalkit.model import api
 
 workspaces = App(
@@ -92,18 +92,52 @@ def workspaces_show(name: WorkspaceArg, /, *, json: JsonFlag = False) -> int:
 @workspaces.command(name="promote-to")
 def workspaces_promote_to(
     source: Annotated[str, Parameter(help="Shared workspace whose approvals are promoted.")],
-    target: Annotated[str, Parameter(help="Shared workspace that receives them.")],
+    target: Annotated[
+        str | None, Parameter(help="Shared workspace that receives them (not with --remove).")
+    ] = None,
     /,
     *,
+    remove: Annotated[
+        bool,
+        Parameter(
+            help="Remove SOURCE's link instead: the target takes sync and review again, "
+            "approvals in SOURCE no longer promote, and versions already promoted stay."
+        ),
+    ] = False,
     json: JsonFlag = False,
 ) -> int:
-    """Link SOURCE to TARGET (admin only): approving a case in SOURCE adds it to TARGET.
+    """Link SOURCE to TARGET, or remove SOURCE's link with --remove (admin only).
 
-    One target per source and one source per target; TARGET then refuses sync and
-    review decisions.
+    While linked, approving a case in SOURCE adds it to TARGET, and TARGET refuses sync and
+    review decisions; a source has one target and a target one source. Removing the link
+    stops the promotions: TARGET keeps the versions it received and takes sync and review
+    again.
     """
+    if remove:
+        if target is not None:
+            raise CliError(
+                f"--remove takes only the source: `evalkit workspaces promote-to {source} "
+                "--remove` removes its link, whatever its target"
+            )
+        with Client() as client:
+            link: api.Promotion = client.request(
+                "DELETE", f"/api/workspaces/{source}/promotion", type=api.Promotion
+            )
+        if json:
+            emit_json(link)
+        else:
+            say(
+                f"approvals in @{link.source} no longer promote to @{link.target}; "
+                f"@{link.target} takes sync and review again and keeps what was promoted"
+            )
+        return 0
+    if target is None:
+        raise CliError(
+            f"name the target: `evalkit workspaces promote-to {source} TARGET`, or add "
+            "--remove to remove the link"
+        )
     with Client() as client:
-        link: api.Promotion = client.request(
+        link = client.request(
             "PUT",
             f"/api/workspaces/{source}/promotion",
             json=api.PromotionSet(target=target),

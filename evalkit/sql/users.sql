@@ -22,3 +22,10 @@ SELECT EXISTS (SELECT 1 FROM users WHERE is_admin AND disabled_at IS NULL) AS ex
 UPDATE users SET disabled_at = coalesce(disabled_at, now())
 WHERE username = %(username)s
 RETURNING id, username, is_admin, created_at, disabled_at;
+
+-- name: user_enable :one
+-- Enable a disabled user again; idempotent. Tokens revoked when they were disabled stay
+-- revoked: the user logs in again.
+UPDATE users SET disabled_at = NULL
+WHERE username = %(username)s
+RETURNING id, username, is_admin, created_at, disabled_at;

@@ -60,3 +60,7 @@ WHERE m.user_id = %(user_id)s ORDER BY w.name;
 -- name: promotion_insert :exec
 -- Link a source workspace to its promotion target.
 INSERT INTO promotions (source_id, target_id) VALUES (%(source_id)s, %(target_id)s);
+
+-- name: promotion_delete :exec
+-- Remove a source workspace's promotion link. Versions already promoted stay in the target.
+DELETE FROM promotions WHERE source_id = %(source_id)s;

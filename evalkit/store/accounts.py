@@ -97,6 +97,15 @@ async def disable_user(conn: Conn, actor: Actor, username: str) -> api.User:
     return user_from_row(row)
 
 
+async def enable_user(conn: Conn, username: str) -> api.User:
+    """Let a disabled user log in again (an enabled one is left as is). The tokens revoked
+    when they were disabled stay revoked: they log in again for a new one."""
+    await get_user(conn, username)
+    row = await conn.one("user_enable", username=username)
+    assert row is not None
+    return user_from_row(row)
+
+
 async def login(conn: Conn, username: str, password: str, ttl_hours: int) -> api.Session:
     row = await conn.one("user_get_by_name", username=username)
     ok = passwords.verify_password(row["password_hash"] if row else None, password)

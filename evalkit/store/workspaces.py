@@ -137,3 +137,23 @@ async def set_promotion(conn: Conn, actor: Actor, source: str, target: str) -> a
         )
     await conn.execute("promotion_insert", source_id=src.id, target_id=tgt.id)
     return api.Promotion(source=source, target=target)
+
+
+async def remove_promotion(conn: Conn, actor: Actor, source: str) -> api.Promotion:
+    """Remove SOURCE's promotion link; returns the link that was removed. The target then
+    takes sync and review again; the versions already promoted into it stay."""
+    src = await get_workspace(conn, actor, source)
+    if src.promoted_from is not None:
+        raise NotFound(
+            f"@{source} is the target of a promotion link, not its source; remove the link "
+            f"with `evalkit workspaces promote-to {src.promoted_from} --remove`",
+            code="no-promotion-link",
+        )
+    # The row count, not promotes_to alone: a remove that ran at the same time wins once.
+    if src.promotes_to is None or not await conn.execute("promotion_delete", source_id=src.id):
+        raise NotFound(
+            f"@{source} has no promotion link to remove; `evalkit workspaces list` shows the "
+            "links (-> @target on a source)",
+            code="no-promotion-link",
+        )
+    return api.Promotion(source=source, target=src.promotes_to)

@@ -68,6 +68,7 @@ PUBLIC = {
 ADMIN_ONLY = {
     ("POST", "/api/users"),
     ("POST", "/api/users/{username}/disable"),
+    ("POST", "/api/users/{username}/enable"),
     ("POST", "/api/users/{username}/reset-password"),
     ("PUT", "/api/users/{username}/subject"),
     ("GET", "/api/audit"),
@@ -75,6 +76,7 @@ ADMIN_ONLY = {
     ("POST", "/api/workspaces/{workspace}/members"),
     ("DELETE", "/api/workspaces/{workspace}/members/{username}"),
     ("PUT", "/api/workspaces/{workspace}/promotion"),
+    ("DELETE", "/api/workspaces/{workspace}/promotion"),
     # LLM providers and the default judge; their rules are tested in test_judge.py
     ("POST", "/api/llm-providers"),
     ("DELETE", "/api/llm-providers/{provider}"),

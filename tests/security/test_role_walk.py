@@ -148,6 +148,7 @@ ROUTES: dict[tuple[str, str], list[tuple[str, str]]] = {
     ("POST", "/api/users"): [(NONE, "admin")],
     ("GET", "/api/users"): [(NONE, "read")],
     ("POST", "/api/users/{username}/disable"): [(NONE, "admin")],
+    ("POST", "/api/users/{username}/enable"): [(NONE, "admin")],
     ("POST", "/api/users/{username}/reset-password"): [(NONE, "admin")],
     ("PUT", "/api/users/{username}/subject"): [(NONE, "admin")],
     ("GET", "/api/audit"): [(NONE, "admin")],
@@ -159,6 +160,8 @@ ROUTES: dict[tuple[str, str], list[tuple[str, str]]] = {
     ("POST", _WS + "/members"): same(WS2, "admin"),
     ("DELETE", _WS + "/members/{username}"): same(WS2, "admin"),
     ("PUT", _WS + "/promotion"): same(WS2, "admin"),
+    # Only where there is no link to remove (404 for the admin), so the seeded one stays.
+    ("DELETE", _WS + "/promotion"): same((TARGET, PERSONAL), "admin"),
     # datasets and cases
     ("GET", "/api/datasets"): [(NONE, "read")],
     ("GET", _WS + "/datasets"): same(WS3, "read"),

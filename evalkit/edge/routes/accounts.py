@@ -66,6 +66,13 @@ async def users_disable(call: Call) -> api.User:
         return await accounts.disable_user(conn, call.actor, call.param("username"))
 
 
+async def users_enable(call: Call) -> api.User:
+    access.require_admin(call.actor, "enable users")
+    async with call.db.transaction() as conn:
+        await audit.record(conn, call.actor, "user.enable", call.param("username"))
+        return await accounts.enable_user(conn, call.param("username"))
+
+
 ENDPOINTS = [
     Endpoint(
         "POST",
@@ -110,6 +117,14 @@ ENDPOINTS = [
         "/api/users/{username}/disable",
         users_disable,
         "Disable a user and revoke their tokens (admin)",
+        returns=api.User,
+        tags=["users"],
+    ),
+    Endpoint(
+        "POST",
+        "/api/users/{username}/enable",
+        users_enable,
+        "Let a disabled user log in again; their old tokens stay revoked (admin)",
         returns=api.User,
         tags=["users"],
     ),

@@ -67,6 +67,16 @@ async def promotion_set(call: Call) -> api.Promotion:
         )
 
 
+async def promotion_remove(call: Call) -> api.Promotion:
+    access.require_admin(call.actor, "unlink workspaces for promotion")
+    async with call.db.transaction() as conn:
+        link = await workspaces.remove_promotion(conn, call.actor, call.param("workspace"))
+        await audit.record(
+            conn, call.actor, "promotion.remove", link.source, promotes_to=link.target
+        )
+        return link
+
+
 ENDPOINTS = [
     Endpoint(
         "GET",
@@ -125,6 +135,14 @@ ENDPOINTS = [
         promotion_set,
         "Link this workspace to its promotion target (admin)",
         body=api.PromotionSet,
+        returns=api.Promotion,
+        tags=["workspaces"],
+    ),
+    Endpoint(
+        "DELETE",
+        "/api/workspaces/{workspace}/promotion",
+        promotion_remove,
+        "Remove this workspace's promotion link; promoted versions stay in the target (admin)",
         returns=api.Promotion,
         tags=["workspaces"],
     ),
