@@ -16,6 +16,7 @@ from tests.integration.otel_helpers import (
     make_agent,
     mint,
     recorder,
+    sessions,
 )
 
 
@@ -151,3 +152,22 @@ def test_traces_list_and_show(server, admin_token, cli):
     missing = cli("traces", "show", "nope", "--agent", "bot@admin", token=reader)
     assert missing.code == 1
     assert "agent bot@admin has no session 'nope'" in missing.err
+
+
+def test_agent_tokens_do_not_expire_with_logins(server, admin_token):
+    """An agent token minted years ago still sends spans after the login that minted it has
+    expired: only revoking ends it (a login token of that age is refused)."""
+    make_agent(server, admin_token, "admin")
+    token = mint(server, admin_token, "admin")
+    with psycopg.connect(server.db_url, autocommit=True) as conn:
+        conn.execute("UPDATE agent_tokens SET created_at = now() - interval '5 years'")
+        conn.execute(
+            "UPDATE login_tokens SET created_at = now() - interval '5 years', "
+            "expires_at = now() - interval '1 second'"
+        )
+    assert api(server, admin_token, "GET", "/api/auth/whoami").status_code == 401
+    with recorder() as (tracer, memory):
+        agent_session(tracer, "old-token")
+        spans = memory.get_finished_spans()
+    assert exporter(server, token).export(spans) == SpanExportResult.SUCCESS
+    assert "old-token" in sessions(server)
