@@ -105,9 +105,7 @@ def test_workspaces_members_and_promotion_links(server, admin_token):
         html = client.get("/admin/workspaces?done=promotion").text
         assert "Promotion link saved." in html
         assert re.search(r"<td>rob</td>\s*<td>reviewer</td>", html)
-        assert (
-            '<tr><td><a href="/w/dev">dev</a></td><td><a href="/w/prod">prod</a></td></tr>' in html
-        )
+        assert '<tr><td><a href="/w/dev">dev</a></td><td><a href="/w/prod">prod</a></td>' in html
         chain = client.post("/admin/promotions", data={**link, "source": "prod", "target": "dev"})
         assert chain.status_code == 409
     assert api_get(server, admin_token, "/api/workspaces/dev/members") == [

@@ -22,10 +22,15 @@ SECTIONS = (
 )
 DONE = {
     "disabled": "User disabled; their sessions and tokens are revoked.",
+    "enabled": "User enabled: they can log in again (their old sessions stay logged out).",
     "workspace": "Shared workspace created.",
     "member": "Member saved.",
     "removed": "Member removed.",
     "promotion": "Promotion link saved.",
+    "unlinked": (
+        "Promotion link removed: the former target takes sync and review again and keeps "
+        "the versions already promoted."
+    ),
     "provider": "LLM provider added.",
     "deleted": "LLM provider deleted.",
     "judge": "Default judge saved.",
@@ -87,6 +92,12 @@ async def user_disable(call: WebCall) -> Response:
     return _back("/admin", "disabled")
 
 
+async def user_enable(call: WebCall) -> Response:
+    await call.form()
+    await use(call, accounts.users_enable, params={"username": call.param("username")})
+    return _back("/admin", "enabled")
+
+
 # --------------------------------------------------------------------------- workspaces
 
 
@@ -143,6 +154,12 @@ async def promotion_set(call: WebCall) -> Response:
     return _back("/admin/workspaces", "promotion")
 
 
+async def promotion_remove(call: WebCall) -> Response:
+    await call.form()
+    await use(call, workspaces.promotion_remove, params={"workspace": call.param("workspace")})
+    return _back("/admin/workspaces", "unlinked")
+
+
 # --------------------------------------------------------------------------- judges
 
 
@@ -196,11 +213,13 @@ PAGES = [
     Page("GET", "/admin", users_page),
     Page("POST", "/admin/users", user_add),
     Page("POST", "/admin/users/{username}/disable", user_disable),
+    Page("POST", "/admin/users/{username}/enable", user_enable),
     Page("GET", "/admin/workspaces", workspaces_page),
     Page("POST", "/admin/workspaces", workspace_create),
     Page("POST", "/admin/workspaces/{workspace}/members", member_add),
     Page("POST", "/admin/workspaces/{workspace}/members/{username}/remove", member_remove),
     Page("POST", "/admin/promotions", promotion_set),
+    Page("POST", "/admin/promotions/{workspace}/remove", promotion_remove),
     Page("GET", "/admin/judges", judges_page),
     Page("POST", "/admin/providers", provider_add),
     Page("POST", "/admin/providers/{provider}/delete", provider_delete),
