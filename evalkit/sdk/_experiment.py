@@ -98,8 +98,11 @@ async def arun_experiment(
     """Run ``task`` once per case and repetition of ``dataset`` as runs of ``agent``.
 
     ``dataset`` is ``NAME@WORKSPACE``, or ``NAME`` in ``workspace`` (default: your personal
-    one); a directory of that name under the cases directory of evalkit.yaml (or a path to
-    a suite directory) is synced first. ``agent`` is a code-driven agent (no harness URL).
+    one). A bare ``NAME`` without ``workspace`` that is a directory under the cases
+    directory of evalkit.yaml is synced into your personal workspace first; a path to a
+    suite directory is synced into ``workspace`` (or your personal one). A dataset named
+    in a workspace (``NAME@WORKSPACE``, or ``NAME`` with ``workspace``) runs as it stands
+    there, every review state included. ``agent`` is a code-driven agent (no harness URL).
     ``case_ids``, ``split``, ``repetitions`` and ``model`` mean what they mean for
     ``evalkit run``; ``resume=ID`` goes on with experiment ID's unfinished runs.
     ``concurrency`` bounds the task calls at once. ``dry_run=True`` (or N) runs one case
@@ -195,8 +198,11 @@ run_experiment.__signature__ = inspect.signature(arun_experiment)  # type: ignor
 
 async def _dataset_ref(link: SdkLink, dataset: str, workspace: str | None) -> str:
     """``name@workspace`` of the dataset, syncing its suite directory first when there is
-    one (a path, or a directory of that name under evalkit.yaml's cases directory)."""
-    directory = _suite_dir(dataset)
+    one: a path (synced into ``workspace``, default the personal one), or a bare name
+    without ``workspace`` that is a directory under evalkit.yaml's cases directory (synced
+    into the personal workspace). A bare name with ``workspace`` is that workspace's
+    dataset as it stands, like ``NAME@WORKSPACE``."""
+    directory = _suite_dir(dataset, by_name=workspace is None)
     if directory is None:
         name, ws = await link.ref(dataset, "dataset", workspace)
         return f"{name}@{ws}"
@@ -205,12 +211,14 @@ async def _dataset_ref(link: SdkLink, dataset: str, workspace: str | None) -> st
     return f"{directory.name}@{target}"
 
 
-def _suite_dir(dataset: str) -> Path | None:
+def _suite_dir(dataset: str, *, by_name: bool) -> Path | None:
     if "@" in dataset:
         return None
     path = Path(dataset)
     if path.is_dir() and (path.is_absolute() or len(path.parts) > 1):
         return path.resolve()
+    if not by_name:
+        return None
     from evalkit.cases import ProjectError, ProjectNotFound, load_project
 
     try:

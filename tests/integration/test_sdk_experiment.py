@@ -7,9 +7,11 @@ import asyncio
 
 import pytest
 
+from evalkit.cli.sync import sync
 from evalkit.runs.local import ServerError
 from evalkit.sdk import RunResult, SdkError, arun_experiment, run_experiment
 from tests.integration import sdk_helpers
+from tests.integration.datasets_helpers import admin_api
 
 engine = sdk_helpers.engine
 dev = sdk_helpers.dev
@@ -323,3 +325,40 @@ def test_the_server_of_evalkit_yaml_is_used_when_no_url_is_set(dev, monkeypatch)
     monkeypatch.delenv("EVALKIT_SERVER_URL")
     with pytest.raises(ServerError, match=r"server at http://127\.0\.0\.1:9/nowhere did not"):
         run_experiment(dataset="finance", agent="mine", task=lambda input: "x", progress=False)
+
+
+def test_a_shared_dataset_runs_as_it_stands_in_every_review_state(dev, monkeypatch):
+    """``finance@dev`` and ``finance`` with ``workspace="dev"`` both run @dev's cases,
+    rejected ones too; neither syncs the local ``finance`` suite (alice only reviews @dev)."""
+    admin_api(dev.server, dev.admin, "POST", "/api/workspaces", json={"name": "dev"})
+    admin_api(
+        dev.server,
+        dev.admin,
+        "POST",
+        "/api/workspaces/dev/members",
+        json={"username": "alice", "role": "reviewer"},
+    )
+    monkeypatch.setenv("EVALKIT_TOKEN", dev.admin)
+    sync(dev.suite(), workspace="dev")
+    monkeypatch.setenv("EVALKIT_TOKEN", dev.token)
+    r = dev.api("POST", "/api/workspaces/dev/cases/sub/reject", json={"comment": "unclear"})
+    assert r.status_code == 200, r.text
+    # alice's own copy of the suite differs: one case only, which a sync would leave
+    for case in ("mul", "sub"):
+        (dev.repo.suite("finance") / f"{case}.yaml").unlink()
+    dev.agent()
+    seen: list[str] = []
+
+    def task(input, metadata):
+        seen.append(metadata["case_id"])
+        return ANSWERS[input["question"]]
+
+    for where in ({"dataset": "finance@dev"}, {"dataset": "finance", "workspace": "dev"}):
+        seen.clear()
+        result = run_experiment(agent="mine", task=task, progress=False, **where)
+        assert sorted(seen) == ["add", "mul", "sub"], where
+        assert result.by_state == {"done": 3}
+        assert result.experiment["dataset"] == "finance@dev"
+        assert result.experiment["workspace"] == "alice"  # a personal agent: her workspace
+    listed = dev.api("GET", "/api/workspaces/dev/datasets/finance/cases").json()
+    assert len(listed) == 3  # nothing was synced into @dev
