@@ -196,8 +196,9 @@ def schedule_actor(
     if disabled:
         raise _refuse(
             "schedule-fires-as-creator",
-            f"schedule {schedule} was created by {username}, who is disabled; create it again "
-            "as an active user and delete this one",
+            f"schedule {schedule} was created by {username}, who is disabled; an admin may "
+            f"enable them (`evalkit users enable {username}`), or create it again as an active "
+            "user and delete this one",
         )
     return Actor(user_id=user_id, username=username, is_admin=is_admin)
 
