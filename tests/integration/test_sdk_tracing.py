@@ -20,7 +20,9 @@ from evalkit.sdk import RunResult, SdkError, evaluator, run_experiment, tracing
 from tests import otel_agents
 from tests.integration import sdk_helpers
 from tests.integration.otel_helpers import mint
+from tests.integration.runs_helpers import until
 from tests.integration.test_sdk_experiment import trajectory_for
+from tests.web.test_pages_http import logged_in
 
 engine = sdk_helpers.engine
 dev = sdk_helpers.dev
@@ -317,6 +319,31 @@ def test_dry_run_shows_what_the_server_made_of_the_session(dev, traced, capsys):
     [root] = [s for s in spans if s["name"] == "evalkit.run"]
     assert root["attributes"]["evalkit.dry_run"] is True
     assert "evalkit.experiment_id" not in root["attributes"]
+
+
+def test_a_dry_runs_session_page_names_its_case_and_question(dev, traced):
+    """A dry run makes no run, so the session page names the case (and its question) from
+    the evalkit.run span; a session no SDK run made says only that no run claimed it."""
+    tracer = traced.get_tracer("weather-agent")
+
+    def task(input: dict) -> str:
+        otel_agents.openinference_agent(tracer, session="ignored-by-the-root-rule")
+        return otel_agents.ANSWER
+
+    [case] = run_experiment(dataset="weather", agent="mine", task=task, dry_run=True)
+    with logged_in(dev.server, "alice", "alice-pw") as client:
+        page = client.get(f"/sessions/alice/mine/{case.session_id}")
+        assert page.status_code == 200, page.text
+        named = "a dry run (<code>run_experiment(dry_run=...)</code>) of case <code>paris</code>"
+        assert named in page.text
+        assert f"Question: <q>{QUESTION}</q>" in page.text
+
+        with tracer.start_as_current_span("agent", attributes={"session.id": "plain"}):
+            pass
+        assert tracing.flush()
+        until(lambda: client.get("/sessions/alice/mine/plain").status_code == 200)
+        plain = client.get("/sessions/alice/mine/plain")
+        assert "a dry run" not in plain.text and "No run." in plain.text
 
 
 def test_a_dry_run_goes_on_when_a_session_cannot_be_read(dev, capsys):

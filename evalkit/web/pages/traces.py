@@ -133,6 +133,38 @@ def span_tree(spans: list[Span]) -> tuple[list[SpanLine], float]:
     return lines, total / 1e6
 
 
+@dataclass
+class DryRun:
+    """What an SDK dry run stamped on its ``evalkit.run`` span: the case it ran."""
+
+    case_id: str
+    question: str
+
+
+MAX_QUESTION_CHARS = 500
+
+
+def dry_run_of(spans: list[Span]) -> DryRun | None:
+    """The case of the dry run that made this session (``run_experiment(dry_run=...)``
+    creates no run, so nothing else names it), or None."""
+    for span in spans:
+        attrs = span.attributes
+        if span.name != "evalkit.run" or attrs.get("evalkit.dry_run") is not True:
+            continue
+        question = attrs.get("input.value")
+        text = question if isinstance(question, str) else _value(question)
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and isinstance(parsed.get("question"), str):
+            text = parsed["question"]
+        if len(text) > MAX_QUESTION_CHARS:
+            text = text[:MAX_QUESTION_CHARS] + "…"
+        return DryRun(case_id=str(attrs.get("evalkit.case_id") or "?"), question=text)
+    return None
+
+
 def _start_key(span: Span) -> tuple[int, str]:
     return (span.start_ns, span.span_id)
 
@@ -186,10 +218,12 @@ async def session_page(call: WebCall) -> Response:
     except NotFound as exc:  # no active mapping: the spans are still worth showing
         check_problem = exc.message
     lines, total_ms = span_tree(detail.spans)
+    run = listed.sessions[0].run if listed.sessions else None
     return call.render(
         "session.html",
         session=detail.session,
-        run=listed.sessions[0].run if listed.sessions else None,
+        run=run,
+        dry_run=dry_run_of(detail.spans) if run is None else None,
         lines=lines[:MAX_SPANS_SHOWN],
         hidden=max(0, len(lines) - MAX_SPANS_SHOWN),
         total_ms=total_ms,
