@@ -1,7 +1,8 @@
 -- name: case_search_in_dataset :many
 -- One page of a dataset's cases at their current version, filtered by state, tag, split and
 -- a piece of the id; every row carries the total and the tags and splits of the live cases
--- (the filter choices); an empty page is one row with null case columns.
+-- (the filter choices); an empty page is one row with null case columns. The tags are
+-- gathered from the distinct tag lists, far fewer than the cases.
 WITH cur AS MATERIALIZED (
     SELECT c.case_id, v.version, v.review_state, v.removed, v.overlay_target, v.source,
            v.created_at,
@@ -10,9 +11,7 @@ WITH cur AS MATERIALIZED (
            CASE WHEN jsonb_typeof(v.content -> 'split') = 'string'
                 THEN v.content ->> 'split' END AS split
     FROM cases c
-    CROSS JOIN LATERAL (
-        SELECT * FROM case_versions cv WHERE cv.case_pk = c.id ORDER BY cv.version DESC LIMIT 1
-    ) v
+    JOIN case_versions v ON v.case_pk = c.id AND v.version = c.current_version
     WHERE c.dataset_id = %(dataset_id)s
 ), hits AS MATERIALIZED (
     SELECT * FROM cur
@@ -34,8 +33,8 @@ FROM (
         COALESCE((
             SELECT jsonb_agg(tag ORDER BY tag) FROM (
                 SELECT DISTINCT tag
-                FROM cur, jsonb_array_elements_text(cur.tags) AS tag
-                WHERE NOT cur.removed
+                FROM (SELECT DISTINCT tags FROM cur WHERE NOT removed) AS sets,
+                     jsonb_array_elements_text(sets.tags) AS tag
             ) used
         ), '[]'::jsonb) AS all_tags,
         COALESCE((

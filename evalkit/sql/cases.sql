@@ -34,17 +34,26 @@ FROM jsonb_array_elements_text(%(case_ids)s::jsonb) AS ids (case_id)
 RETURNING id AS case_pk, case_id;
 
 -- name: case_version_insert_many :many
--- Add case versions, one per element of a JSON array; returns their ids.
-INSERT INTO case_versions (case_pk, version, content, content_hash, fixtures, version_hash,
-                           overlay_target, source, review_state, promoted_from, created_by)
-SELECT r.case_pk, r.version, r.content, r.content_hash, r.fixtures, r.version_hash,
-       r.overlay_target, r.source, r.review_state, r.promoted_from, %(actor_id)s
-FROM jsonb_to_recordset(%(rows)s::jsonb) AS r (
-    case_pk bigint, version integer, content jsonb, content_hash text, fixtures jsonb,
-    version_hash text, overlay_target text, source text, review_state text,
-    promoted_from bigint
+-- Add case versions, one per element of a JSON array, and advance each case's
+-- current_version to its highest version in the same statement; returns their ids.
+WITH added AS (
+    INSERT INTO case_versions (case_pk, version, content, content_hash, fixtures, version_hash,
+                               overlay_target, source, review_state, promoted_from, created_by)
+    SELECT r.case_pk, r.version, r.content, r.content_hash, r.fixtures, r.version_hash,
+           r.overlay_target, r.source, r.review_state, r.promoted_from, %(actor_id)s
+    FROM jsonb_to_recordset(%(rows)s::jsonb) AS r (
+        case_pk bigint, version integer, content jsonb, content_hash text, fixtures jsonb,
+        version_hash text, overlay_target text, source text, review_state text,
+        promoted_from bigint
+    )
+    RETURNING id AS version_id, case_pk, version
+), marked AS (
+    UPDATE cases c
+    SET current_version = GREATEST(c.current_version, newest.version)
+    FROM (SELECT case_pk, max(version) AS version FROM added GROUP BY case_pk) newest
+    WHERE c.id = newest.case_pk
 )
-RETURNING id AS version_id, case_pk, version;
+SELECT version_id, case_pk, version FROM added;
 
 -- name: case_version_set_removed_many :exec
 -- Soft-remove (or restore) case versions.

@@ -23,14 +23,8 @@ SET last_sync_at = now(), last_sync_branch = %(branch)s, last_sync_sha = %(sha)s
 WHERE id = %(id)s;
 
 -- name: dataset_list :many
--- Datasets with live-case counts by review state; all workspaces or one (workspace_id).
-WITH current AS (
-    SELECT DISTINCT ON (v.case_pk) v.case_pk, v.review_state, v.removed
-    FROM case_versions v
-    JOIN cases c ON c.id = v.case_pk
-    WHERE %(workspace_id)s::bigint IS NULL OR c.workspace_id = %(workspace_id)s::bigint
-    ORDER BY v.case_pk, v.version DESC
-)
+-- Datasets with live-case counts by review state (of each case's current version); all
+-- workspaces or one (workspace_id), all datasets or one (name).
 SELECT d.id, d.name, w.name AS workspace, d.created_at,
        d.last_sync_at, d.last_sync_branch, d.last_sync_sha, u.username AS last_sync_actor,
        count(*) FILTER (WHERE NOT cur.removed) AS cases,
@@ -42,7 +36,7 @@ FROM datasets d
 JOIN workspaces w ON w.id = d.workspace_id
 LEFT JOIN users u ON u.id = d.last_sync_actor_id
 LEFT JOIN cases c ON c.dataset_id = d.id
-LEFT JOIN current cur ON cur.case_pk = c.id
+LEFT JOIN case_versions cur ON cur.case_pk = c.id AND cur.version = c.current_version
 WHERE (%(workspace_id)s::bigint IS NULL OR d.workspace_id = %(workspace_id)s::bigint)
   AND (%(name)s::text IS NULL OR d.name = %(name)s::text)
 GROUP BY d.id, w.name, u.username
