@@ -274,6 +274,31 @@ def test_eval_run_wraps_work_done_elsewhere(dev, traced):
     assert all(s["attributes"]["session.id"] == session for s in spans)
 
 
+def test_an_agent_given_the_session_id_joins_the_run(dev, traced):
+    """The third way in from another process: the agent gets metadata["session_id"] with the
+    job and puts it on its own root span, in a trace of its own; the task returns only the
+    answer, and the run's trajectory is built from the agent's spans."""
+    tracer = traced.get_tracer("weather-agent")
+    given: list[str] = []
+
+    def task(input: dict, metadata: dict) -> str:
+        token = otel_context.attach(otel_context.Context())  # no trace context crosses over
+        try:
+            given.append(metadata["session_id"])
+            otel_agents.openinference_agent(tracer, session=metadata["session_id"])
+        finally:
+            otel_context.detach(token)
+        return otel_agents.ANSWER
+
+    result = run_experiment(dataset="weather", agent="mine", task=task, progress=False)
+    run = dev.run(result.runs[0]["id"], trajectory=True)
+    assert run["session_id"] == given[0] and run["trajectory_valid"] is True
+    assert any(step.get("tool_calls") for step in run["trajectory"]["steps"])
+    spans = session_spans(dev, given[0])
+    assert {"weather-agent", "evalkit.run"} <= {s["name"] for s in spans}
+    assert len({s["trace_id"] for s in spans}) == 2
+
+
 def test_register_says_what_it_needs(dev, monkeypatch):
     monkeypatch.delenv("EVALKIT_SERVER_URL")
     with pytest.raises(SdkError, match="EVALKIT_SERVER_URL"):
