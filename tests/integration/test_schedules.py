@@ -381,6 +381,20 @@ def test_fires_refused_later_are_kept_on_the_schedule(edge, cli, tmp_path):
         assert "[schedule-fires-as-creator]" in disabled.error
         assert "created by wendy, who is disabled" in disabled.error
 
+        # enabled and a writer again, her schedule starts experiments as her again
+        admin_api(edge, token, "POST", "/api/users/wendy/enable")
+        admin_api(
+            edge,
+            token,
+            "POST",
+            "/api/workspaces/dev/members",
+            json={"username": "wendy", "role": "writer"},
+        )
+        [again] = fire_at(edge, slot + timedelta(minutes=15))
+        assert again.error is None and again.experiment_id is not None
+        restarted = api(edge, token, "GET", f"/api/experiments/{again.experiment_id}").json()
+        assert restarted["created_by"] == "wendy"
+
     # the harness is down: the fire is refused saying so, and starts nothing
     admin = cli(
         "schedules",
@@ -399,7 +413,7 @@ def test_fires_refused_later_are_kept_on_the_schedule(edge, cli, tmp_path):
     [down] = [f for f in fires if f.schedule_id == admin["id"]]
     assert "[harness-unreachable]" in down.error
     assert "evalkit harness check ref@dev" in down.error
-    assert len(api(edge, token, "GET", "/api/experiments").json()) == 1
+    assert len(api(edge, token, "GET", "/api/experiments").json()) == 2
 
 
 def test_list_show_delete(edge, cli, tmp_path):
