@@ -367,6 +367,8 @@ EVALUATOR_SECONDS = 0.6
 """How long the remote evaluator ``grade`` takes to answer."""
 SCORE_NAMES = {"exact_match", "grade"}
 """The scores every case of the soak's suite asks for, once per run that is scored."""
+MIN_KILLS = 4
+"""Kills at random moments are added until there are this many."""
 AIM_SECONDS = 30.0
 """How long an aimed kill waits for its phase before it lands wherever the worker is."""
 PHASE_OF = {
@@ -559,24 +561,37 @@ def test_worker_killed_at_random_moments(database_url, tmp_path, cli):
         # Kill aimed at each phase no earlier kill landed in (while a request of that phase
         # is open at a harness or the evaluator), in a random order, with one or two kills
         # at random moments among them; then aim again at any phase still missed (twice at
-        # most). A worker start takes seconds (20 s on a loaded machine), so every kill
-        # counts in the test's time. Restart at once (a supervisor with no delay: stalled
-        # jobs wait for the once-a-minute sweep) or after the stalled time (the new worker
-        # requeues them on start).
+        # most), and kill at random moments until there were MIN_KILLS. A worker start
+        # takes seconds (20 s on a loaded machine), so every kill counts in the test's
+        # time. Restart at once (a supervisor with no delay: stalled jobs wait for the
+        # once-a-minute sweep) or after the stalled time (the new worker requeues them on
+        # start).
         plan: list[str | None] = list(PHASES)
         rng.shuffle(plan)
         for _ in range(rng.randint(1, 2)):
             plan.insert(rng.randrange(len(plan) + 1), None)
         kills: list[dict[str, Any]] = []
-        for aim in [*plan, *PHASES, *PHASES]:
-            if aim is not None and any(aim in k["hit"] for k in kills):
-                continue  # an earlier kill landed there already
+
+        def kill_and_restart(aim: str | None) -> None:
+            assert worker is not None
             worker.wait_registered(context)
             kills.append(kill_worker(aim, worker, book, harnesses, rng))
             delay = 0.0 if rng.random() < 0.4 else STALLED_SECONDS + 0.5
             kills[-1]["restart_after"] = delay
             time.sleep(delay)
             worker.start()
+
+        def missed(phase: str) -> bool:
+            return not any(phase in k["hit"] for k in kills)
+
+        for aim in plan:
+            if aim is None or missed(aim):
+                kill_and_restart(aim)
+        for aim in [*PHASES, *PHASES]:
+            if missed(aim):
+                kill_and_restart(aim)
+        while len(kills) < MIN_KILLS:
+            kill_and_restart(None)
         killed = time.monotonic() - began
         worker.wait_registered(context)
         in_scoring = Counter(run_id for k in kills for run_id in k.pop("in_scoring"))
