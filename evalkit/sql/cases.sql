@@ -1,11 +1,11 @@
 -- name: case_list_current_for_sync :many
--- Every case of a dataset with its current version: what sync compares against.
-SELECT DISTINCT ON (c.id) c.id AS case_pk, c.case_id, v.id AS version_id, v.version,
-       v.version_hash, v.removed
+-- Every case of a dataset with its current version (through cases.current_version): what
+-- sync compares against.
+SELECT c.id AS case_pk, c.case_id, v.id AS version_id, v.version, v.version_hash, v.removed
 FROM cases c
-JOIN case_versions v ON v.case_pk = c.id
+JOIN case_versions v ON v.case_pk = c.id AND v.version = c.current_version
 WHERE c.dataset_id = %(dataset_id)s
-ORDER BY c.id, v.version DESC;
+ORDER BY c.id;
 
 -- name: case_list_taken :many
 -- Of the given case ids, those used by another dataset of the workspace (removed or not).
@@ -15,16 +15,14 @@ WHERE c.workspace_id = %(workspace_id)s AND c.case_id = ANY(%(case_ids)s::text[]
   AND (%(dataset_id)s::bigint IS NULL OR c.dataset_id <> %(dataset_id)s::bigint);
 
 -- name: case_list_live_targets :many
--- Of the given case ids, those that are live cases of another dataset of the workspace.
-SELECT cur.case_id
-FROM (
-    SELECT DISTINCT ON (c.id) c.case_id, c.dataset_id, v.removed
-    FROM cases c JOIN case_versions v ON v.case_pk = c.id
-    WHERE c.workspace_id = %(workspace_id)s AND c.case_id = ANY(%(case_ids)s::text[])
-    ORDER BY c.id, v.version DESC
-) cur
-WHERE NOT cur.removed
-  AND (%(dataset_id)s::bigint IS NULL OR cur.dataset_id <> %(dataset_id)s::bigint);
+-- Of the given case ids, those that are live cases (current version not removed) of
+-- another dataset of the workspace.
+SELECT c.case_id
+FROM cases c
+JOIN case_versions v ON v.case_pk = c.id AND v.version = c.current_version
+WHERE c.workspace_id = %(workspace_id)s AND c.case_id = ANY(%(case_ids)s::text[])
+  AND NOT v.removed
+  AND (%(dataset_id)s::bigint IS NULL OR c.dataset_id <> %(dataset_id)s::bigint);
 
 -- name: case_insert_many :many
 -- Create cases (ids only) in a dataset; returns their keys.
@@ -73,12 +71,13 @@ INSERT INTO case_events (case_pk, version_id, kind, actor_id, comment)
 VALUES (%(case_pk)s, %(version_id)s, %(kind)s, %(actor_id)s, %(comment)s);
 
 -- name: case_list_in_dataset :many
--- The cases of a dataset with their current version, by id.
-SELECT DISTINCT ON (c.case_id) c.case_id, v.version, v.review_state, v.removed,
-       v.overlay_target, v.source, v.created_at
-FROM cases c JOIN case_versions v ON v.case_pk = c.id
+-- The cases of a dataset with their current version (through cases.current_version), by id.
+SELECT c.case_id, v.version, v.review_state, v.removed, v.overlay_target, v.source,
+       v.created_at
+FROM cases c
+JOIN case_versions v ON v.case_pk = c.id AND v.version = c.current_version
 WHERE c.dataset_id = %(dataset_id)s
-ORDER BY c.case_id, v.version DESC;
+ORDER BY c.case_id;
 
 -- name: case_get :one
 -- One case of a workspace by id, with its dataset.
@@ -118,17 +117,12 @@ UPDATE case_versions SET review_state = %(review_state)s WHERE id = %(version_id
 UPDATE case_versions SET review_state = 'approved', removed = false WHERE id = %(version_id)s;
 
 -- name: case_list_overlays_of :many
--- Live, not rejected overlay cases of the workspace that patch the given case id.
-SELECT cur.case_pk, cur.case_id, cur.dataset, cur.version_id
-FROM (
-    SELECT DISTINCT ON (c.id) c.id AS case_pk, c.case_id, d.name AS dataset,
-           v.id AS version_id, v.removed, v.review_state, v.overlay_target
-    FROM cases c
-    JOIN datasets d ON d.id = c.dataset_id
-    JOIN case_versions v ON v.case_pk = c.id
-    WHERE c.workspace_id = %(workspace_id)s
-      AND c.id IN (SELECT case_pk FROM case_versions WHERE overlay_target = %(case_id)s)
-    ORDER BY c.id, v.version DESC
-) cur
-WHERE cur.overlay_target = %(case_id)s AND NOT cur.removed AND cur.review_state <> 'rejected'
-ORDER BY cur.case_id;
+-- Live, not rejected overlay cases of the workspace whose current version (through
+-- cases.current_version) patches the given case id.
+SELECT c.id AS case_pk, c.case_id, d.name AS dataset, v.id AS version_id
+FROM case_versions v
+JOIN cases c ON c.id = v.case_pk AND c.current_version = v.version
+JOIN datasets d ON d.id = c.dataset_id
+WHERE v.overlay_target = %(case_id)s AND c.workspace_id = %(workspace_id)s
+  AND NOT v.removed AND v.review_state <> 'rejected'
+ORDER BY c.case_id;

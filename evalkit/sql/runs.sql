@@ -1,28 +1,17 @@
 -- name: experiment_case_pins :many
 -- The current version of every case of a dataset (removed ones included, the caller skips
--- them), and for overlays the current version of the case they patch.
-WITH current AS (
-    SELECT DISTINCT ON (c.id)
-           c.case_id, v.id AS version_id, v.removed, v.content, v.overlay_target
-    FROM cases c
-    JOIN case_versions v ON v.case_pk = c.id
-    WHERE c.dataset_id = %(dataset_id)s
-    ORDER BY c.id, v.version DESC
-)
-SELECT cur.case_id, cur.version_id, cur.removed, cur.content, cur.overlay_target,
-       tgt.version_id AS target_version_id, tgt.content AS target_content
-FROM current cur
-LEFT JOIN LATERAL (
-    SELECT v2.id AS version_id, v2.content
-    FROM cases c2
-    JOIN case_versions v2 ON v2.case_pk = c2.id
-    WHERE cur.overlay_target IS NOT NULL
-      AND c2.workspace_id = %(workspace_id)s
-      AND c2.case_id = cur.overlay_target
-    ORDER BY v2.version DESC
-    LIMIT 1
-) tgt ON true
-ORDER BY cur.case_id;
+-- them), and for overlays the current version of the case they patch; both through
+-- cases.current_version.
+SELECT c.case_id, v.id AS version_id, v.removed, v.content, v.overlay_target,
+       tv.id AS target_version_id, tv.content AS target_content
+FROM cases c
+JOIN case_versions v ON v.case_pk = c.id AND v.version = c.current_version
+LEFT JOIN cases tc
+       ON v.overlay_target IS NOT NULL
+      AND tc.workspace_id = %(workspace_id)s AND tc.case_id = v.overlay_target
+LEFT JOIN case_versions tv ON tv.case_pk = tc.id AND tv.version = tc.current_version
+WHERE c.dataset_id = %(dataset_id)s
+ORDER BY c.case_id;
 
 -- name: experiment_insert :one
 -- A new experiment (its runs are inserted by runs_insert in the same transaction).
