@@ -75,24 +75,28 @@ class ScoreRow:
     error: str | None = None
     raw: object = None
 
-    @property
-    def reading(self) -> float | None:
-        """The value, when this row is a reading with one."""
-        return self.value if self.skipped is None else None
+    reading: float | None = field(init=False, repr=False, compare=False)
+    """The value, when this row is a reading with one."""
+    measurement: float | None = field(init=False, repr=False, compare=False)
+    """A gauge's numeric measurement (``raw``), when this row is a reading with one."""
+    is_reading: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def measurement(self) -> float | None:
-        """A gauge's numeric measurement (``raw``), when this row is a reading with one."""
-        if self.skipped is not None or self.kind != "gauge":
-            return None
+    def __post_init__(self) -> None:
+        # Worked out once per row: a comparison reads each several times, over 100,000 rows.
+        reading = self.value if self.skipped is None else None
+        measurement = None
         raw = self.raw
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
-            return None
-        return float(raw)
-
-    @property
-    def is_reading(self) -> bool:
-        return self.reading is not None or self.measurement is not None
+        if (
+            self.skipped is None
+            and self.kind == "gauge"
+            and isinstance(raw, int | float)
+            and not isinstance(raw, bool)
+            and math.isfinite(raw)
+        ):
+            measurement = float(raw)
+        object.__setattr__(self, "reading", reading)
+        object.__setattr__(self, "measurement", measurement)
+        object.__setattr__(self, "is_reading", reading is not None or measurement is not None)
 
 
 @dataclass
@@ -448,21 +452,26 @@ def summarize(
 Unit = tuple[str, int | None]
 
 
+def _units(data: ExperimentReadings, by_repetition: bool) -> dict[int, Unit]:
+    """Each run's unit (its case, or its case and repetition), by run id."""
+    return {
+        run.run_id: (run.case_id, run.repetition if by_repetition else None) for run in data.runs
+    }
+
+
 def _unit_values(
-    data: ExperimentReadings,
+    unit_of: dict[int, Unit],
     rows: Sequence[ScoreRow],
-    by_repetition: bool,
     read: Callable[[ScoreRow], float | None],
 ) -> dict[Unit, float]:
     """The mean reading of each unit (a case, or a case and repetition) that has one."""
-    runs = {run.run_id: run for run in data.runs}
     collected: dict[Unit, list[float]] = defaultdict(list)
     for row in rows:
-        run = runs.get(row.run_id)
+        unit = unit_of.get(row.run_id)
         value = read(row)
-        if run is None or value is None:
+        if unit is None or value is None:
             continue
-        collected[(run.case_id, run.repetition if by_repetition else None)].append(value)
+        collected[unit].append(value)
     return {unit: math.fsum(vs) / len(vs) for unit, vs in collected.items()}
 
 
@@ -475,7 +484,8 @@ def _measurement(row: ScoreRow) -> float | None:
 
 
 def _paired(units_a: dict[Unit, float], units_b: dict[Unit, float]) -> list[Unit]:
-    return sorted(set(units_a) & set(units_b), key=lambda u: (u[0], u[1] or 0))
+    # By case, then repetition: all of a comparison's units have one, or none.
+    return sorted(set(units_a) & set(units_b))
 
 
 def compare(
@@ -493,6 +503,7 @@ def compare(
         raise StatsError(f"resamples must be from 100 to {MAX_RESAMPLES}, got {resamples}")
     by_repetition = a.repetitions > 1 and b.repetitions > 1
     rows_a, rows_b = _by_name(a.rows), _by_name(b.rows)
+    units_a, units_b = _units(a, by_repetition), _units(b, by_repetition)
     scores = []
     for name in sorted(set(rows_a) | set(rows_b)):
         scores.append(
@@ -502,7 +513,8 @@ def compare(
                 b,
                 rows_a.get(name, []),
                 rows_b.get(name, []),
-                by_repetition=by_repetition,
+                units_a,
+                units_b,
                 seed=seed,
                 resamples=resamples,
                 confidence=confidence,
@@ -541,8 +553,9 @@ def _compare_name(
     b: ExperimentReadings,
     rows_a: Sequence[ScoreRow],
     rows_b: Sequence[ScoreRow],
+    unit_of_a: dict[int, Unit],
+    unit_of_b: dict[int, Unit],
     *,
-    by_repetition: bool,
     seed: int,
     resamples: int,
     confidence: float,
@@ -550,8 +563,8 @@ def _compare_name(
     kind = _kind([*rows_a, *rows_b])
     summary_a = summarize_name(name, rows_a, a.runs, confidence=confidence)[0] if rows_a else None
     summary_b = summarize_name(name, rows_b, b.runs, confidence=confidence)[0] if rows_b else None
-    units_a = _unit_values(a, rows_a, by_repetition, _reading)
-    units_b = _unit_values(b, rows_b, by_repetition, _reading)
+    units_a = _unit_values(unit_of_a, rows_a, _reading)
+    units_b = _unit_values(unit_of_b, rows_b, _reading)
     paired = _paired(units_a, units_b)
     values_a = [units_a[u] for u in paired]
     values_b = [units_b[u] for u in paired]
@@ -579,8 +592,8 @@ def _compare_name(
         mcnemar_p=None,
     )
     if kind == "gauge":
-        raw_a = _unit_values(a, rows_a, by_repetition, _measurement)
-        raw_b = _unit_values(b, rows_b, by_repetition, _measurement)
+        raw_a = _unit_values(unit_of_a, rows_a, _measurement)
+        raw_b = _unit_values(unit_of_b, rows_b, _measurement)
         raw_paired = _paired(raw_a, raw_b)
         raw_diffs = [raw_b[u] - raw_a[u] for u in raw_paired]
         if raw_paired:

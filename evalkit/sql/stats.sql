@@ -4,12 +4,27 @@ SELECT e.id, e.repetitions, e.scoring_round
 FROM experiments e
 WHERE e.id = %(experiment_id)s;
 
--- name: score_list_for_experiment :many
--- Every run of an experiment with its scores of the given round (a run without any score
--- comes once, with a null name).
-SELECT r.id AS run_id, r.case_id, r.repetition,
-       s.name, s.value, s.kind, s.skipped, s.error, s.raw
+-- name: run_keys_for_experiment :many
+-- Every run of an experiment: its case and repetition.
+SELECT r.id AS run_id, r.case_id, r.repetition
 FROM runs r
-LEFT JOIN scores s ON s.run_id = r.id AND s.round = %(round)s
 WHERE r.experiment_id = %(experiment_id)s
-ORDER BY r.case_id, r.repetition, r.id, s.name;
+ORDER BY r.id;
+
+-- name: score_columns_for_experiment :many
+-- The scores of an experiment's runs in the given round, one row per score name with a
+-- column of each field (50,000 rows of 10,000 runs come back as a handful of arrays, in
+-- no particular order, the same in every column); raw only where the statistics read it:
+-- a gauge's JSON number, as text.
+SELECT s.name,
+       array_agg(s.run_id) AS run_ids,
+       array_agg(s.value) AS vals,
+       array_agg(s.kind) AS kinds,
+       array_agg(s.skipped) AS skipped,
+       array_agg(s.error) AS errors,
+       array_agg(CASE WHEN s.kind = 'gauge' AND jsonb_typeof(s.raw) = 'number'
+                      THEN s.raw #>> '{}' END) AS raws
+FROM runs r
+JOIN scores s ON s.run_id = r.id AND s.round = %(round)s
+WHERE r.experiment_id = %(experiment_id)s
+GROUP BY s.name;

@@ -299,3 +299,109 @@ def test_api_reads_for_any_user(engine, pair, dev):
     status, _, message = error(f"/api/experiments/{a}/compare/{b}", params={"resamples": "5"})
     assert status == 400 and "resamples must be from 100" in message
     assert httpx.get(f"{engine.url}/api/experiments/{a}/scores").status_code == 401
+
+
+# Rows of every shape the statistics tell apart, for test_readings_are_the_scores_table:
+# (name, value, kind, skipped, error, raw as JSON text) per case; a case left out has no row.
+ODD_ROWS = {
+    "add": [
+        ("odd_check", 0.25, "evaluator", None, None, "0.5"),
+        ("odd_gauge", None, "gauge", None, None, "7"),
+        ("odd_mixed", 1.0, "gauge", None, None, '"slow"'),
+    ],
+    "div": [
+        ("odd_check", 0.75, "evaluator", "no answer", None, None),
+        ("odd_gauge", None, "gauge", None, None, "true"),
+        ("odd_mixed", 0.5, "evaluator", None, None, "12.5"),
+    ],
+    "mul": [
+        ("odd_check", None, "evaluator", None, "the judge timed out", None),
+        ("odd_gauge", None, "gauge", "not measured", None, "3.5"),
+        ("odd_mixed", None, "gauge", None, None, '{"seconds": 2}'),
+    ],
+    "sub": [
+        ("odd_check", None, "evaluator", None, "", None),
+        ("odd_gauge", None, "gauge", None, None, "123456789012345678901234567890"),
+    ],
+}
+
+
+async def test_readings_are_the_scores_table(engine, pair):
+    """The statistics read each score name's rows as columns, with a gauge's JSON number
+    in place of its raw: the readings, summaries and the comparison are what reading the
+    table row by row (raw decoded) gives, for skipped, errored, valueless, mixed-kind rows,
+    raw numbers, text, booleans and objects, runs without a row, and another round's rows."""
+    import msgspec
+
+    from evalkit.db import Database
+    from evalkit.scoring import stats
+    from evalkit.store.stats import experiment_readings
+
+    with psycopg.connect(engine.db_url, autocommit=True) as conn:
+        for experiment_id in pair:
+            runs = conn.execute(
+                "SELECT id, case_id FROM runs WHERE experiment_id = %s", [experiment_id]
+            ).fetchall()
+            for run_id, case_id in runs:
+                for name, value, kind, skipped, error, raw in ODD_ROWS[case_id]:
+                    conn.execute(
+                        "INSERT INTO scores (run_id, round, name, value, kind, skipped, error, "
+                        "evaluator, raw) VALUES (%s, 1, %s, %s, %s, %s, %s, 'test', %s)",
+                        [run_id, name, value, kind, skipped, error, raw],
+                    )
+                conn.execute(  # another round: never read
+                    "INSERT INTO scores (run_id, round, name, value, evaluator) "
+                    "VALUES (%s, 2, 'answer_ok', 0.0, 'test')",
+                    [run_id],
+                )
+
+    def by_rows(experiment_id: int) -> stats.ExperimentReadings:
+        with psycopg.connect(engine.db_url) as conn:
+            [(repetitions,)] = conn.execute(
+                "SELECT repetitions FROM experiments WHERE id = %s", [experiment_id]
+            ).fetchall()
+            runs = conn.execute(
+                "SELECT id, case_id, repetition FROM runs WHERE experiment_id = %s",
+                [experiment_id],
+            ).fetchall()
+            rows = conn.execute(
+                "SELECT s.run_id, s.name, s.value, s.kind, s.skipped, s.error, s.raw "
+                "FROM scores s JOIN runs r ON r.id = s.run_id "
+                "WHERE r.experiment_id = %s AND s.round = 1",
+                [experiment_id],
+            ).fetchall()
+        return stats.ExperimentReadings(
+            experiment_id,
+            1,
+            repetitions,
+            [stats.RunKey(*run) for run in runs],
+            [stats.ScoreRow(*row) for row in rows],
+        )
+
+    def shape(data: stats.ExperimentReadings) -> tuple[list, list]:
+        fields = ("run_id", "name", "value", "kind", "skipped", "error")
+        read = ("reading", "measurement", "is_reading")
+        rows = sorted(tuple(getattr(r, f) for f in (*fields, *read)) for r in data.rows)
+        return sorted((k.run_id, k.case_id, k.repetition) for k in data.runs), rows
+
+    database = Database(engine.db_url)
+    await database.open()
+    try:
+        async with database.connection() as conn:
+            a, b = [await experiment_readings(conn, i) for i in pair]
+    finally:
+        await database.close()
+    a_rows, b_rows = by_rows(pair[0]), by_rows(pair[1])
+    assert shape(a) == shape(a_rows) and shape(b) == shape(b_rows)
+    measured = {r.measurement for r in a.rows if r.name == "odd_gauge"}
+    assert measured == {
+        7.0,
+        None,
+        1.2345678901234568e29,
+    }  # true is no number; a skipped row measures nothing
+    encode = msgspec.json.encode
+    assert encode(stats.summarize(b)) == encode(stats.summarize(b_rows))
+    gates = [stats.parse_gate("odd_gauge.raw_diff<=1")]
+    assert encode(stats.compare(a, b, gates=gates, no_regressions=True)) == encode(
+        stats.compare(a_rows, b_rows, gates=gates, no_regressions=True)
+    )
