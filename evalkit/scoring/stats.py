@@ -33,6 +33,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from statistics import NormalDist
 from typing import Literal
 
@@ -179,6 +180,8 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+# A bisection of ~40 steps: a summary asks again for the same few (p, df).
+@lru_cache(maxsize=1024)
 def t_quantile(p: float, df: float) -> float:
     """The Student t quantile, by bisection on ``t_cdf`` (to about 1e-12)."""
     if not 0.0 < p < 1.0:
