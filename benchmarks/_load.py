@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import psycopg
+from _stack import wait_http
 
 from evalkit import serve
 from evalkit.auth.secrets import generate_key
@@ -37,18 +38,6 @@ EVALKIT = [sys.executable, "-c", "from evalkit.cli import main; main()"]
 def machine() -> str:
     one, five, _ = os.getloadavg()
     return f"{os.cpu_count()} cores, load average {one:.2f} (5 min {five:.2f})"
-
-
-def wait_http(url: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            httpx.get(url, timeout=2).raise_for_status()
-            return
-        except httpx.HTTPError:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{url} did not come up within {timeout:.0f} s") from None
-            time.sleep(0.1)
 
 
 def memory_mb(pid: int) -> tuple[float, float]:

@@ -50,15 +50,19 @@ class Stack:
         return int(row[0]) if row else 0
 
 
-def wait_http(url: str, timeout: float = 30) -> None:
+def wait_http(url: str, timeout: float = 120, log: Path | None = None) -> None:
+    """Until ``url`` answers 2xx; on timeout, exit naming it (and the end of ``log``, the
+    log of the process that should answer, when given)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            httpx.get(url, timeout=1).raise_for_status()
+            httpx.get(url, timeout=2).raise_for_status()
             return
         except httpx.HTTPError:
             if time.monotonic() > deadline:
-                raise SystemExit(f"{url} did not come up") from None
+                tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
+                ending = f"; its log ends:\n{tail}" if tail else ""
+                raise SystemExit(f"{url} did not come up within {timeout:.0f} s{ending}") from None
             time.sleep(0.1)
 
 

@@ -39,6 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import psycopg
+from _stack import wait_http
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
@@ -165,18 +166,6 @@ def make_batches(count: int, seed: int = 7) -> list[bytes]:
         )
         batches.append(request.SerializeToString())
     return batches
-
-
-def wait_http(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            httpx.get(url, timeout=1).raise_for_status()
-            return
-        except httpx.HTTPError:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{url} did not come up") from None
-            time.sleep(0.1)
 
 
 def peak_rss_mb(pid: int) -> float:

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import psycopg
+from _stack import wait_http
 
 from evalkit import serve
 from evalkit.auth.secrets import generate_key
@@ -38,19 +39,6 @@ from evalkit.sql import migrate
 PASSWORD = "bench-password-1"
 TARGET_RUNS_PER_SECOND = 100.0
 EVALKIT = [sys.executable, "-c", "from evalkit.cli import main; main()"]
-
-
-def wait_http(url: str, log: Path, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            httpx.get(url, timeout=1).raise_for_status()
-            return
-        except httpx.HTTPError:
-            if time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-                raise SystemExit(f"{url} did not come up; its log ends:\n{tail}") from None
-            time.sleep(0.1)
 
 
 def main() -> None:
@@ -90,7 +78,7 @@ def main() -> None:
                 )
             )
         url = f"http://127.0.0.1:{port}"
-        wait_http(url + "/healthz", edge_log)
+        wait_http(url + "/healthz", log=edge_log)
         children.append(
             subprocess.Popen(
                 [*EVALKIT, "worker"],
