@@ -12,10 +12,14 @@ import json
 import statistics
 
 import httpx
+import msgspec
 import psycopg
 import pytest
 from scipy import stats as sp
 
+from evalkit.db import Database
+from evalkit.scoring import stats
+from evalkit.store.stats import experiment_readings
 from tests.conftest import ADMIN_PASSWORD
 from tests.integration.datasets_helpers import Repo, admin_api
 from tests.integration.runs_helpers import (
@@ -331,12 +335,6 @@ async def test_readings_are_the_scores_table(engine, pair):
     in place of its raw: the readings, summaries and the comparison are what reading the
     table row by row (raw decoded) gives, for skipped, errored, valueless, mixed-kind rows,
     raw numbers, text, booleans and objects, runs without a row, and another round's rows."""
-    import msgspec
-
-    from evalkit.db import Database
-    from evalkit.scoring import stats
-    from evalkit.store.stats import experiment_readings
-
     with psycopg.connect(engine.db_url, autocommit=True) as conn:
         for experiment_id in pair:
             runs = conn.execute(
