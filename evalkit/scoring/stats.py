@@ -35,11 +35,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal
 
 from evalkit.model import stats as wire
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PASS_THRESHOLD = 0.5
 CONFIDENCE = 0.95
@@ -232,6 +233,10 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 def _generator(seed: int | str) -> np.random.Generator:
     """numpy's PCG64 generator seeded from the SHA-256 of ``str(seed)``: any text or number
     gives its own fixed stream, on every platform and numpy version that keeps PCG64."""
+    # numpy is imported here, not at the top: every CLI start imports this module, and
+    # numpy would cost each one about 0.15 s.
+    import numpy as np
+
     digest = hashlib.sha256(str(seed).encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:16], "big"))
 
@@ -262,6 +267,8 @@ def paired_bootstrap(
     if max(differences) == min(differences):
         return differences[0], differences[0]
     rng = _generator(seed)
+    import numpy as np
+
     population = np.asarray(differences, dtype=np.float64)
     means = np.empty(resamples, dtype=np.float64)
     block = max(1, _BLOCK_DRAWS // n)

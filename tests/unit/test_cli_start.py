@@ -1,0 +1,27 @@
+"""The CLI starts on every command a user or CI types: what it imports is paid each time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("numpy", "scipy", "playwright", "google.cloud.storage")
+
+
+def test_a_cli_command_imports_no_heavy_library():
+    """`evalkit sync --help` loads every command module (the app registers them all) and
+    must not pull numpy (0.15 s a start) or the like in with them; they are imported where
+    they are used."""
+    probe = (
+        "import sys\n"
+        "from evalkit.cli import main\n"
+        "sys.argv = ['evalkit', 'sync', '--help']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout[-500:]
