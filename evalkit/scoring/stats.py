@@ -204,7 +204,16 @@ def t_quantile(p: float, df: float) -> float:
 
 
 def mean(values: Sequence[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
+    return _mean(values) if values else None
+
+
+def _mean(values: Sequence[float]) -> float:
+    """The mean of some finite readings; a sum beyond the float range (gauges near 1e308)
+    is taken over the values already divided by their count, so it never overflows."""
+    try:
+        return math.fsum(values) / len(values)
+    except OverflowError:
+        return math.fsum(v / len(values) for v in values)
 
 
 def t_interval(
@@ -214,10 +223,20 @@ def t_interval(
     n = len(values)
     if n < 2:
         return None
-    m = math.fsum(values) / n
-    variance = math.fsum((v - m) ** 2 for v in values) / (n - 1)
-    half = t_quantile(1 - (1 - confidence) / 2, n - 1) * math.sqrt(variance / n)
+    try:
+        m = math.fsum(values) / n
+        spread = math.sqrt(math.fsum((v - m) ** 2 for v in values) / (n - 1) / n)
+    except OverflowError:
+        # Readings so large that their squares leave the float range: the same arithmetic
+        # on the readings divided by the largest of them, scaled back.
+        scale = max(abs(v) for v in values)
+        m = math.fsum(v / scale for v in values) / n
+        spread = scale * math.sqrt(math.fsum((v / scale - m) ** 2 for v in values) / (n - 1) / n)
+        m *= scale
+    half = t_quantile(1 - (1 - confidence) / 2, n - 1) * spread
     low, high = m - half, m + half
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None  # an interval wider than the float range says nothing
     return (max(0.0, low), min(1.0, high)) if clip else (low, high)
 
 
@@ -384,7 +403,7 @@ def summarize_name(
     )
     raws = [x for r in rows if (x := r.measurement) is not None]
     if raws:
-        summary.raw_mean = math.fsum(raws) / len(raws)
+        summary.raw_mean = mean(raws)
         summary.raw_mean_ci = _interval(t_interval(raws, confidence, clip=False))
         summary.raw_readings = len(raws)
     if kind == "gauge":
@@ -482,7 +501,7 @@ def _unit_values(
         if unit is None or value is None:
             continue
         collected[unit].append(value)
-    return {unit: math.fsum(vs) / len(vs) for unit, vs in collected.items()}
+    return {unit: _mean(vs) for unit, vs in collected.items()}
 
 
 def _reading(row: ScoreRow) -> float | None:

@@ -107,6 +107,29 @@ def test_t_interval_edge_cases():
     )
 
 
+def test_readings_near_the_float_limit_give_a_mean_and_an_interval():
+    """A gauge may read anything finite; squares or sums beyond the float range must not
+    break a summary. Checked against the same statistics of the readings scaled down by
+    1e300, scaled back up."""
+    huge = [1.5e300, 0.5e300, 1.0e300]
+    low, high = stats.t_interval(huge, clip=False)
+    small_low, small_high = sp.t.interval(0.95, 2, loc=1.0, scale=sp.sem([1.5, 0.5, 1.0]))
+    assert low == pytest.approx(small_low * 1e300, rel=1e-9)
+    assert high == pytest.approx(small_high * 1e300, rel=1e-9)
+    near_max = [1.7e308, 1.7e308, 1.6e308]
+    assert stats.mean(near_max) == pytest.approx(1.7e308 / 3 * 2 + 1.6e308 / 3, rel=1e-12)
+    assert stats.t_interval(near_max, clip=False) is None  # wider than the float range
+    rows = [
+        stats.ScoreRow(run_id=n, name="cost", kind="gauge", value=1.0, raw=v)
+        for n, v in enumerate(near_max)
+    ]
+    runs = [stats.RunKey(run_id=n, case_id=f"c{n}", repetition=1) for n in range(3)]
+    summary, _ = stats.summarize_name("cost", rows, runs)
+    assert summary.raw_readings == 3
+    assert summary.raw_mean == pytest.approx(1.7e308 / 3 * 2 + 1.6e308 / 3, rel=1e-12)
+    assert summary.raw_mean_ci is None
+
+
 @pytest.mark.parametrize(
     ("b", "c"),
     [
