@@ -19,7 +19,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -34,6 +33,7 @@ from evalkit.config import Settings
 from evalkit.harness.reference import Behaviour, ReferenceHarness
 from tests.conftest import ADMIN_PASSWORD, RunningServer, start_server
 from tests.faults.phases import PHASES, Open, Requests, SlowEvaluator, watch
+from tests.faults.processes import EVALKIT, fault_seed, query, says
 from tests.integration.datasets_helpers import Repo, admin_api, simple_case
 from tests.integration.runs_helpers import (
     ARITHMETIC,
@@ -45,8 +45,6 @@ from tests.integration.runs_helpers import (
     write_suite,
 )
 
-EVALKIT = str(Path(sys.executable).parent / "evalkit")
-"""The console script: evalkit has no ``__main__`` module, so ``python -m evalkit`` fails."""
 TERMINAL = ("done", "failed", "errored")
 STALLED_SECONDS = 2.0
 """worker.stalled_seconds of the edge and every worker (``fast_engine``)."""
@@ -54,21 +52,6 @@ HARNESS_TIMEOUT = 2.0
 """worker.harness_timeout_seconds of the edge and every worker (``fast_engine``)."""
 HANGING_START = {"EVALKIT_WORKER_HARNESS_TIMEOUT_SECONDS": "5"}
 """Long enough that a hanging POST /runs is still open when the kill lands."""
-
-
-def fault_seed() -> int:
-    text = os.environ.get("EVALKIT_FAULT_SEED")
-    return int(text) if text else random.SystemRandom().randrange(2**32)
-
-
-def says(*parts: Any) -> str:
-    """An assertion message: strings as they are, anything else pretty-printed in full."""
-    return "\n".join(p if isinstance(p, str) else pformat(p, width=100) for p in parts)
-
-
-def query(db_url: str, text: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        return conn.execute(text, params).fetchall()  # type: ignore[arg-type]
 
 
 class WorkerProcess:
