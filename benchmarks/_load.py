@@ -232,3 +232,12 @@ def percentile(ordered: list[float], fraction: float) -> float:
     if not ordered:
         return float("nan")
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def report_found(problems: list[str]) -> None:
+    """End the run: when anything went wrong, list it under ``FOUND:`` and exit 1."""
+    if problems:
+        print("\nFOUND:")
+        for problem in problems:
+            print(f"  {problem}")
+        raise SystemExit(1)

@@ -37,7 +37,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _load import Watch, load_stack, machine, memory_mb, percentile
+from _load import Watch, load_stack, machine, memory_mb, percentile, report_found
 from otlp_ingest import BATCH, SPANS_PER_SESSION, kv, session_spans
 
 from evalkit.otel.mapping import load_starter
@@ -321,11 +321,7 @@ def main() -> None:
         problems.append(f"batches not acknowledged: {result['errors']}")
     problems.extend(f"edge: {line[:200]}" for line in edge_errors[:5])
     problems.extend(watch.failures)
-    if problems:
-        print("\nFOUND:")
-        for problem in problems:
-            print(f"  {problem}")
-        raise SystemExit(1)
+    report_found(problems)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,16 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _load import PASSWORD, Watch, load_stack, machine, memory_mb, percentile, wait_http
+from _load import (
+    PASSWORD,
+    Watch,
+    load_stack,
+    machine,
+    memory_mb,
+    percentile,
+    report_found,
+    wait_http,
+)
 from web_pages import cases, fill_with_sql, start_experiment
 
 from evalkit import serve
@@ -246,11 +255,7 @@ def main() -> None:
     problems = [f"{name}: {found}" for name, found in errors.items()]
     problems.extend(f"edge: {line[:200]}" for line in edge_errors[:5])
     problems.extend(watch.failures)
-    if problems:
-        print("\nFOUND:")
-        for problem in problems:
-            print(f"  {problem}")
-        raise SystemExit(1)
+    report_found(problems)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _load import Watch, jobs_by_status, load_stack, machine, memory_mb, wait_http
+from _load import Watch, jobs_by_status, load_stack, machine, memory_mb, report_found, wait_http
 
 from evalkit import serve
 
@@ -176,11 +176,7 @@ def main() -> None:
         for line in lines[:5]:
             problems.append(f"{name}: {line[:200]}")
     problems.extend(watch.failures)
-    if problems:
-        print("\nFOUND:")
-        for problem in problems:
-            print(f"  {problem}")
-        raise SystemExit(1)
+    report_found(problems)
 
 
 if __name__ == "__main__":
