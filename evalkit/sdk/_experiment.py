@@ -38,7 +38,7 @@ from evalkit.sdk._batch import StepBatcher
 from evalkit.sdk._binding import Binding, bind, normalize
 from evalkit.sdk._evaluators import PythonEvaluator, check_evaluators, score_run, selected
 from evalkit.sdk._fixtures import FixtureCache
-from evalkit.sdk._link import SdkLink, login
+from evalkit.sdk._link import SdkLink, load_project_or_none, login
 from evalkit.sdk._model import (
     EvalRun,
     ExperimentResult,
@@ -219,14 +219,9 @@ def _suite_dir(dataset: str, *, by_name: bool) -> Path | None:
         return path.resolve()
     if not by_name:
         return None
-    from evalkit.cases import ProjectError, ProjectNotFound, load_project
-
-    try:
-        project = load_project()
-    except ProjectNotFound:
+    project = load_project_or_none()
+    if project is None:
         return None
-    except ProjectError as exc:
-        raise SdkError(f"evalkit.yaml has errors: {exc}") from None
     candidate = project.suite_dir(dataset)
     return candidate.resolve() if candidate.is_dir() else None
 

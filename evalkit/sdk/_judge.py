@@ -175,14 +175,9 @@ def recorded_judge(
 
 
 def _setup(base_url: str, model: str, timeout: float) -> Any:
-    from evalkit.cases import ProjectError, ProjectNotFound, load_project
     from evalkit.scoring.judge import JudgeSetup
+    from evalkit.sdk._link import load_project_or_none
 
-    try:
-        project = load_project()
-    except ProjectNotFound:
-        project = None
-    except ProjectError as exc:
-        raise SdkError(f"evalkit.yaml has errors: {exc}") from None
+    project = load_project_or_none()
     key = project.api_key_for(base_url) if project is not None else None
     return JudgeSetup(provider="sdk", base_url=base_url, model=model, api_key=key, timeout=timeout)

@@ -18,21 +18,27 @@ from evalkit.sdk._model import SdkError
 __all__ = ["SdkLink", "ServerError", "login"]
 
 
+def load_project_or_none() -> Any:
+    """The evalkit.yaml nearest the working directory (a ProjectConfig), or None when there
+    is none; one with errors is refused, naming them."""
+    from evalkit.cases import ProjectError, ProjectNotFound, load_project
+
+    try:
+        return load_project()
+    except ProjectNotFound:
+        return None
+    except ProjectError as exc:
+        raise SdkError(f"evalkit.yaml has errors: {exc}") from None
+
+
 def project_server_url() -> str | None:
     """``server_url`` of the evalkit.yaml nearest the working directory, as ``evalkit lint``
     and ``evalkit sync`` read it; None when EVALKIT_SERVER_URL is set (it overrides the
     file), when there is no evalkit.yaml, or when it names no server."""
     if os.environ.get(SERVER_URL_ENV):
         return None
-    from evalkit.cases import ProjectError, ProjectNotFound, load_project
-
-    try:
-        project = load_project()
-    except ProjectNotFound:
-        return None
-    except ProjectError as exc:
-        raise SdkError(f"evalkit.yaml has errors: {exc}") from None
-    return project.server_url
+    project = load_project_or_none()
+    return project.server_url if project is not None else None
 
 
 def login(explicit_url: str | None = None) -> tuple[str, str]:
