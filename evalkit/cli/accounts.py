@@ -236,13 +236,7 @@ def users_disable(
     name: Annotated[str, Parameter(help="The user to disable.")], /, *, json: JsonFlag = False
 ) -> int:
     """Disable a user (admin only): they can no longer log in and their tokens stop working."""
-    with Client() as client:
-        user: api.User = client.post(f"/api/users/{name}/disable", type=api.User)
-    if json:
-        emit_json(user)
-    else:
-        say(f"disabled {user.username}; their tokens are revoked")
-    return 0
+    return _switch_user(name, "disable", "disabled {}; their tokens are revoked", json)
 
 
 @users.command(name="enable")
@@ -254,12 +248,18 @@ def users_enable(
 ) -> int:
     """Enable a disabled user (admin only): they can log in again. The tokens revoked when
     they were disabled stay revoked, so they log in for a new one."""
+    said = "enabled {}; they can log in again (their old tokens stay revoked)"
+    return _switch_user(name, "enable", said, json)
+
+
+def _switch_user(name: str, action: str, said: str, json: bool) -> int:
+    """POST /api/users/NAME/<action> and say ``said`` (``{}``: the user's name)."""
     with Client() as client:
-        user: api.User = client.post(f"/api/users/{name}/enable", type=api.User)
+        user: api.User = client.post(f"/api/users/{name}/{action}", type=api.User)
     if json:
         emit_json(user)
     else:
-        say(f"enabled {user.username}; they can log in again (their old tokens stay revoked)")
+        say(said.format(user.username))
     return 0
 
 

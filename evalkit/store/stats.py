@@ -9,16 +9,21 @@ from evalkit.errors import NotFound
 from evalkit.scoring.stats import ExperimentReadings, RunKey, ScoreRow
 
 
-async def readings_version(conn: Conn, experiment_id: int) -> tuple[int, int, int]:
-    """What changes whenever :func:`experiment_readings` would: the scoring round, and how
-    many scores the round has and the newest one's id (scores are only ever inserted, and
-    an experiment's runs are all made with it)."""
+async def _scoring_of(conn: Conn, experiment_id: int) -> Row:
     experiment = await conn.one("experiment_scoring_get", experiment_id=experiment_id)
     if experiment is None:
         raise NotFound(
             f"no experiment {experiment_id}; see `evalkit experiments list`",
             code="no-such-experiment",
         )
+    return experiment
+
+
+async def readings_version(conn: Conn, experiment_id: int) -> tuple[int, int, int]:
+    """What changes whenever :func:`experiment_readings` would: the scoring round, and how
+    many scores the round has and the newest one's id (scores are only ever inserted, and
+    an experiment's runs are all made with it)."""
+    experiment = await _scoring_of(conn, experiment_id)
     round_ = experiment["scoring_round"]
     row = await conn.one("score_version_get", experiment_id=experiment_id, round=round_)
     return (round_, row["n"], row["last_id"]) if row else (round_, 0, 0)
@@ -31,12 +36,7 @@ async def experiment_readings(conn: Conn, experiment_id: int) -> ExperimentReadi
     each with its raw JSON decoded, took most of a summary's time). A row's ``raw`` is
     given only where the statistics read it, a gauge's JSON number (as a float); it is
     None elsewhere."""
-    experiment = await conn.one("experiment_scoring_get", experiment_id=experiment_id)
-    if experiment is None:
-        raise NotFound(
-            f"no experiment {experiment_id}; see `evalkit experiments list`",
-            code="no-such-experiment",
-        )
+    experiment = await _scoring_of(conn, experiment_id)
     round_ = experiment["scoring_round"]
     keys = await conn.all("run_keys_for_experiment", experiment_id=experiment_id)
     columns = await conn.all(
