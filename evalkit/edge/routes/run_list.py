@@ -11,6 +11,7 @@ from typing import get_args
 
 from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
+from evalkit.edge.kept import KeptAnswers
 from evalkit.errors import BadRequest
 from evalkit.model import run_list as wire
 from evalkit.model.names import parse_ref, whole_number
@@ -152,12 +153,12 @@ async def experiments_compare_cases(call: Call) -> wire.CaseComparison:
         a = await store.experiment_brief(conn, a_id, with_scores=False)
         b = await store.experiment_brief(conn, b_id, with_scores=False)
         version = f"{await store.score_version(conn, a)}/{await store.score_version(conn, b)}"
-        tables = _kept(call).case_tables
-        key = (a.id, b.id, version)
-        table = tables.pop(key, None) or await store.case_table(conn, a, b)
-    tables[key] = table  # the newest last
-    while len(tables) > CASE_TABLES_KEPT:
-        tables.popitem(last=False)
+
+    async def make() -> store.CaseTable:
+        async with call.db.connection() as conn:
+            return await store.case_table(conn, a, b)
+
+    table = await _kept(call).case_tables.get((a.id, b.id, version), make)
     total, cases = store.case_page(
         table, score=_text(call, "score"), changed=changed, offset=offset, limit=limit
     )
@@ -180,7 +181,7 @@ class Kept:
 
     def __init__(self) -> None:
         self.means: store.MeansKept = OrderedDict()
-        self.case_tables: OrderedDict[tuple[int, int, str], store.CaseTable] = OrderedDict()
+        self.case_tables = KeptAnswers(CASE_TABLES_KEPT)
 
 
 def _kept(call: Call) -> Kept:

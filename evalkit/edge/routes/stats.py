@@ -9,12 +9,12 @@ computation."""
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
 from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
+from evalkit.edge.kept import KeptAnswers
 from evalkit.errors import BadRequest
 from evalkit.model import stats as wire
 from evalkit.model.names import whole_number
@@ -28,26 +28,12 @@ T = TypeVar("T")
 
 
 async def kept(state: Any, key: Hashable, make: Callable[[], Awaitable[T]]) -> T:
-    """The answer for ``key`` made once by ``make`` and kept on ``state`` (the app's state:
-    ids mean nothing across databases), however many ask at once; a failed one is not
-    kept. A key must change whenever the answer would."""
-    tasks: OrderedDict[Hashable, asyncio.Future[Any]] | None = getattr(state, "stats_kept", None)
-    if tasks is None:
-        tasks = state.stats_kept = OrderedDict()
-    task = tasks.get(key)
-    if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
-        task = asyncio.ensure_future(make())
-        tasks[key] = task
-
-        def forget_failure(done: asyncio.Future[Any]) -> None:
-            if (done.cancelled() or done.exception() is not None) and tasks.get(key) is done:
-                del tasks[key]
-
-        task.add_done_callback(forget_failure)
-        while len(tasks) > KEPT:
-            tasks.popitem(last=False)
-    tasks.move_to_end(key)
-    return await asyncio.shield(task)  # type: ignore[no-any-return]
+    """The answer for ``key`` from the app's kept answers (``state``: ids mean nothing
+    across databases)."""
+    answers: KeptAnswers | None = getattr(state, "stats_kept", None)
+    if answers is None:
+        answers = state.stats_kept = KeptAnswers(KEPT)
+    return await answers.get(key, make)
 
 
 def _id(call: Call, param: str) -> int:
