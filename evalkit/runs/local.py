@@ -57,7 +57,9 @@ class ServerLink:
                 if attempt == 4:
                     server = str(self.http.base_url).rstrip("/")
                     raise ServerError(
-                        f"the evalkit server at {server} did not answer {path}: {exc}"
+                        f"the evalkit server at {server} did not answer {path} ({exc}); "
+                        "check that it runs and that the address is right (EVALKIT_SERVER_URL, "
+                        "else evalkit.yaml's server_url, else your last `evalkit login`)"
                     ) from None
                 await asyncio.sleep(2**attempt)
                 continue

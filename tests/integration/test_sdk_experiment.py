@@ -323,8 +323,9 @@ def test_the_server_of_evalkit_yaml_is_used_when_no_url_is_set(dev, monkeypatch)
     assert again.by_state == {"done": 3}
 
     monkeypatch.delenv("EVALKIT_SERVER_URL")
-    with pytest.raises(ServerError, match=r"server at http://127\.0\.0\.1:9/nowhere did not"):
+    with pytest.raises(ServerError, match=r"server at http://127\.0\.0\.1:9/nowhere did not") as e:
         run_experiment(dataset="finance", agent="mine", task=lambda input: "x", progress=False)
+    assert "EVALKIT_SERVER_URL, else evalkit.yaml's server_url" in str(e.value)
 
 
 def test_a_shared_dataset_runs_as_it_stands_in_every_review_state(dev, monkeypatch):
