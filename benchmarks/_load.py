@@ -10,26 +10,22 @@ connections it holds can be told apart in ``pg_stat_activity``.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import psycopg
-from _stack import wait_http
+from _stack import migrated_database, wait_http
 
 from evalkit import serve
 from evalkit.auth.secrets import generate_key
 from evalkit.embedded import EmbeddedPostgres
-from evalkit.sql import migrate
 
 PASSWORD = "bench-password-1"
 EVALKIT = [sys.executable, "-c", "from evalkit.cli import main; main()"]
@@ -121,43 +117,35 @@ class Stack:
 def load_stack(**env: str) -> Iterator[Stack]:
     """An embedded PostgreSQL with a migrated database `bench`; processes started with
     :meth:`Stack.spawn` are stopped (then killed) and the cluster removed on the way out."""
-    work = Path(tempfile.mkdtemp(prefix="evalkit-load-"))
-    cluster = EmbeddedPostgres(work / "pg", cleanup="delete")
-    cluster.start()
-    stack = None
-    try:
-        with psycopg.connect(cluster.admin_url, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE bench")
-        db_url = urlunsplit(urlsplit(cluster.admin_url)._replace(path="/bench"))
-        migrate.upgrade(db_url)
-        stack = Stack(
-            work=work,
-            cluster=cluster,
-            db_url=db_url,
-            env=dict(
-                os.environ,
-                EVALKIT_DATABASE_URL=db_url,
-                EVALKIT_ENCRYPTION_KEY=generate_key(),
-                EVALKIT_DATA_DIR=str(work / "data"),
-                EVALKIT_ADMIN_PASSWORD=PASSWORD,
-                EVALKIT_EGRESS_ALLOW_PRIVATE="true",
-                **env,
-            ),
-        )
-        yield stack
-    finally:
-        if stack is not None:
-            for process in stack.processes:
-                if process.popen.poll() is None:
-                    process.popen.terminate()
-            for process in stack.processes:
-                try:
-                    process.popen.wait(15)
-                except subprocess.TimeoutExpired:
-                    process.popen.kill()
-                    process.popen.wait(5)
-        cluster.stop()
-        shutil.rmtree(work, ignore_errors=True)
+    with migrated_database("evalkit-load-") as (work, cluster, db_url):
+        stack = None
+        try:
+            stack = Stack(
+                work=work,
+                cluster=cluster,
+                db_url=db_url,
+                env=dict(
+                    os.environ,
+                    EVALKIT_DATABASE_URL=db_url,
+                    EVALKIT_ENCRYPTION_KEY=generate_key(),
+                    EVALKIT_DATA_DIR=str(work / "data"),
+                    EVALKIT_ADMIN_PASSWORD=PASSWORD,
+                    EVALKIT_EGRESS_ALLOW_PRIVATE="true",
+                    **env,
+                ),
+            )
+            yield stack
+        finally:
+            if stack is not None:
+                for process in stack.processes:
+                    if process.popen.poll() is None:
+                        process.popen.terminate()
+                for process in stack.processes:
+                    try:
+                        process.popen.wait(15)
+                    except subprocess.TimeoutExpired:
+                        process.popen.kill()
+                        process.popen.wait(5)
 
 
 class Watch:

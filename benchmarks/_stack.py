@@ -67,61 +67,75 @@ def wait_http(url: str, timeout: float = 120, log: Path | None = None) -> None:
 
 
 @contextmanager
-def local_stack(worker_concurrency: int) -> Iterator[Stack]:
-    work = Path(tempfile.mkdtemp(prefix="evalkit-bench-"))
+def migrated_database(
+    prefix: str = "evalkit-bench-",
+) -> Iterator[tuple[Path, EmbeddedPostgres, str]]:
+    """(work dir, cluster, url): an embedded PostgreSQL in a new temporary directory with a
+    database `bench` migrated to head; stopped and the directory removed on the way out."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
     cluster = EmbeddedPostgres(work / "pg", cleanup="delete")
     cluster.start()
-    children: list[subprocess.Popen[bytes]] = []
-    server = None
     try:
         with psycopg.connect(cluster.admin_url, autocommit=True) as conn:
             conn.execute("CREATE DATABASE bench")
         db_url = urlunsplit(urlsplit(cluster.admin_url)._replace(path="/bench"))
         migrate.upgrade(db_url)
-        key = generate_key()
-        settings = Settings(data_dir=str(work / "data"), encryption_key=key)
-        settings.server.port = serve.free_port()
-        settings.egress.allow_private = True
-        server = serve.ThreadedServer(settings, db_url, env={"EVALKIT_ADMIN_PASSWORD": PASSWORD})
-
-        harness_port = serve.free_port()
-        children.append(
-            subprocess.Popen(
-                [*EVALKIT, "harness", "example", "--port", str(harness_port)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-        harness_url = f"http://127.0.0.1:{harness_port}"
-        wait_http(harness_url + "/capabilities")
-        worker_env = dict(
-            os.environ,
-            EVALKIT_DATABASE_URL=db_url,
-            EVALKIT_ENCRYPTION_KEY=key,
-            EVALKIT_DATA_DIR=str(work / "data"),
-            EVALKIT_EGRESS_ALLOW_PRIVATE="true",
-            EVALKIT_WORKER_CONCURRENCY=str(worker_concurrency),
-        )
-        children.append(
-            subprocess.Popen([*EVALKIT, "worker"], env=worker_env, stderr=subprocess.DEVNULL)
-        )
-        token = httpx.post(
-            f"{server.url}/api/auth/login", json={"username": "admin", "password": PASSWORD}
-        ).json()["token"]
-        with httpx.Client(
-            base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=60
-        ) as api:
-            api.post("/api/workspaces", json={"name": "bench"}).raise_for_status()
-            yield Stack(api=api, harness_url=harness_url, admin_url=cluster.admin_url)
+        yield work, cluster, db_url
     finally:
-        for child in children:
-            child.terminate()
-        for child in children:
-            try:
-                child.wait(10)
-            except subprocess.TimeoutExpired:
-                child.kill()
-        if server is not None:
-            server.stop()
         cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+@contextmanager
+def local_stack(worker_concurrency: int) -> Iterator[Stack]:
+    with migrated_database("evalkit-bench-") as (work, cluster, db_url):
+        children: list[subprocess.Popen[bytes]] = []
+        server = None
+        try:
+            key = generate_key()
+            settings = Settings(data_dir=str(work / "data"), encryption_key=key)
+            settings.server.port = serve.free_port()
+            settings.egress.allow_private = True
+            server = serve.ThreadedServer(
+                settings, db_url, env={"EVALKIT_ADMIN_PASSWORD": PASSWORD}
+            )
+
+            harness_port = serve.free_port()
+            children.append(
+                subprocess.Popen(
+                    [*EVALKIT, "harness", "example", "--port", str(harness_port)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            harness_url = f"http://127.0.0.1:{harness_port}"
+            wait_http(harness_url + "/capabilities")
+            worker_env = dict(
+                os.environ,
+                EVALKIT_DATABASE_URL=db_url,
+                EVALKIT_ENCRYPTION_KEY=key,
+                EVALKIT_DATA_DIR=str(work / "data"),
+                EVALKIT_EGRESS_ALLOW_PRIVATE="true",
+                EVALKIT_WORKER_CONCURRENCY=str(worker_concurrency),
+            )
+            children.append(
+                subprocess.Popen([*EVALKIT, "worker"], env=worker_env, stderr=subprocess.DEVNULL)
+            )
+            token = httpx.post(
+                f"{server.url}/api/auth/login", json={"username": "admin", "password": PASSWORD}
+            ).json()["token"]
+            with httpx.Client(
+                base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+            ) as api:
+                api.post("/api/workspaces", json={"name": "bench"}).raise_for_status()
+                yield Stack(api=api, harness_url=harness_url, admin_url=cluster.admin_url)
+        finally:
+            for child in children:
+                child.terminate()
+            for child in children:
+                try:
+                    child.wait(10)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+            if server is not None:
+                server.stop()
