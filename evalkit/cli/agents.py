@@ -61,10 +61,11 @@ Source = Annotated[
 MappingFile = Annotated[
     Path | None,
     Parameter(
-        help="A JSON file with the span mapping (where the session id, answer and messages "
-        "live in the spans; `evalkit agents mapping starter openinference|genai` prints a "
-        "starting point). Required with --trajectory-source otel; each new one becomes the "
-        "next active version (`evalkit agents mapping set` adds a draft instead)."
+        help="The span mapping (where the session id, answer and messages live in the "
+        "spans): a JSON file, or a starter's name as it ships: openinference, genai, "
+        "vercel-ai, or auto (all three, recognised span by span). Required with "
+        "--trajectory-source otel; each new one becomes the next active version (`evalkit "
+        "agents mapping set` adds a draft instead)."
     ),
 ]
 ProvidesOpt = Annotated[
@@ -124,12 +125,20 @@ def _read_key(var: str) -> str:
 
 
 def _read_mapping(path: Path, label: str = "--mapping") -> dict[str, Any]:
-    """A span mapping file as a JSON object; ``label`` names the flag it came from."""
+    """A span mapping file as a JSON object, or a starter by name (``openinference``, ...)
+    when no such file exists; ``label`` names the flag it came from."""
+    from evalkit.otel.mapping import STARTERS, load_starter
+
     where = f"{label} {path}" if label else str(path)
+    if str(path) in STARTERS and not path.exists():
+        return load_starter(str(path))
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise CliError(f"{where}: no such file", exit_code=2) from None
+        raise CliError(
+            f"{where}: no such file, and not a starter's name ({', '.join(STARTERS)})",
+            exit_code=2,
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"{where}: cannot read it ({exc})", exit_code=2) from None
     try:

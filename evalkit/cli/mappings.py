@@ -36,7 +36,13 @@ def _path(workspace: str, agent: str) -> str:
 @mapping.command(name="set")
 def mapping_set(
     name: AgentRef,
-    file: Annotated[Path, Parameter(help="A JSON file with the span mapping.")],
+    file: Annotated[
+        Path,
+        Parameter(
+            help="A JSON file with the span mapping, or a starter's name (openinference, "
+            "genai, vercel-ai, auto)."
+        ),
+    ],
     /,
     *,
     activate: Annotated[
@@ -137,11 +143,13 @@ def mapping_list(name: AgentRef, /, *, json: JsonFlag = False) -> int:
 @mapping.command(name="starter")
 def mapping_starter(
     convention: Annotated[
-        Literal["openinference", "genai"],
+        Literal["openinference", "genai", "vercel-ai", "auto"],
         Parameter(
-            help="openinference (OpenInference attributes) or genai (the OTel GenAI "
-            "conventions: message attributes, the operation details event, and the older "
-            "per-message events)."
+            help="openinference (OpenInference attributes: LangChain/LangGraph, OpenAI Agents "
+            "SDK, LlamaIndex...), genai (the OTel GenAI conventions: message attributes, the "
+            "operation details event, the older per-message events; Pydantic AI...), "
+            "vercel-ai (the Vercel AI SDK's ai.* telemetry), or auto (the three together, "
+            "recognised span by span)."
         ),
     ],
     /,

@@ -23,7 +23,9 @@ def traces_check(
 ) -> int:
     """Show what the server makes of a session: its spans, the trajectory the agent's
     active mapping builds from them, step by step, and every thing the mapping could not
-    read. Exits 1 when the trajectory is not valid ATIF or something went unread."""
+    read, and what looks wrong though it was read (a JSON answer, an envelope around a tool's
+    result, an empty user step, spans of a known convention the mapping does not classify).
+    Exits 1 when the trajectory is not valid ATIF, something went unread, or a finding holds."""
     with Client() as client:
         ref = client.resolve(agent, "agent")
         check: wire.TraceCheck = client.get(
@@ -32,7 +34,7 @@ def traces_check(
         )
     if json:
         emit_json(check)
-        return 0 if check.trajectory_valid and not check.unread else 1
+        return _exit_code(check)
     s = check.session
     what = f"{session_kind(s)} {s.session_id} of {s.agent}@{s.workspace}"
     say(f"{what}, mapping v{check.mapping_version}")
@@ -53,10 +55,19 @@ def traces_check(
         say(f"  the mapping could not read {len(check.unread)} things:")
         for line in check.unread:
             say(f"    {line}")
+    if check.findings:
+        say(f"  {len(check.findings)} things look wrong:")
+        for finding in check.findings:
+            span = f"span {finding.span_id}, " if finding.span_id else ""
+            say(f"    [{finding.rule}] {span}{finding.attribute}: {finding.message}")
     if check.trajectory_valid:
         say("  trajectory: valid ATIF")
     else:
         say("  trajectory read failed: it breaks ATIF rules:")
         for line in check.trajectory_errors[:20]:
             say(f"    {line}")
-    return 0 if check.trajectory_valid and not check.unread else 1
+    return _exit_code(check)
+
+
+def _exit_code(check: wire.TraceCheck) -> int:
+    return 0 if check.trajectory_valid and not check.unread and not check.findings else 1

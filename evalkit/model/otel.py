@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from evalkit.model.api import Input, Output
 from evalkit.otel.model import Span
 
@@ -66,6 +68,16 @@ class TraceCheckStep(Output):
     observations: int
 
 
+class TraceFinding(Output):
+    """Something that looks wrong in the built trajectory though it was read: ``rule`` (see
+    docs/tracing.md), the span and attribute concerned, and what to change."""
+
+    rule: str
+    span_id: str | None
+    attribute: str
+    message: str
+
+
 class TraceCheck(Output):
     """What the server makes of a session with the agent's active mapping."""
 
@@ -79,3 +91,4 @@ class TraceCheck(Output):
     trajectory_valid: bool
     trajectory_errors: list[str]
     trajectory: dict[str, Any]
+    findings: list[TraceFinding] = msgspec.field(default_factory=list)

@@ -1,6 +1,8 @@
-"""Reading chat messages out of a span, in the three forms a mapping can name: indexed
-attributes (OpenInference), a list of ``{role, parts}`` (OTel GenAI, JSON string or
-structured, on the span or on an event), and one event per message (older GenAI).
+"""Reading chat messages out of a span, in the four forms a mapping can name: indexed
+attributes (OpenInference), a list of JSON chat messages (OTel GenAI's ``{role, parts}``,
+and the ``{role, content}`` shapes of the OpenAI, Anthropic and Vercel AI SDK messages; JSON
+string or structured, on the span or on an event), one event per message (older GenAI), and
+plain text plus a list of tool calls in attributes of their own (the Vercel AI SDK's reply).
 
 Every reader returns plain :class:`Message` objects, or None when the span does not have
 the source at all; problems reading a source that is there are reported through ``note``.
@@ -14,7 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.otel.mapping import EventMessages, IndexedMessages, MessageSource, PartsMessages
+from evalkit.otel import _values
+from evalkit.otel.mapping import (
+    EventMessages,
+    IndexedMessages,
+    MessageSource,
+    PartsMessages,
+    TextMessages,
+    label,
+)
 from evalkit.otel.model import Span
 
 Note = Callable[[str], None]
@@ -37,6 +47,8 @@ class Result:
 
     call_id: str | None
     content: Any
+    where: str = ""
+    """The message it was read from."""
 
 
 @dataclass
@@ -57,11 +69,33 @@ def read(span: Span, sources: list[MessageSource], note: Note, *, output: bool) 
             found = _indexed(span.attributes, source, note)
         elif isinstance(source, PartsMessages):
             found = _parts_source(span, source, note, output=output)
+        elif isinstance(source, TextMessages):
+            found = _text_source(span, source, note, output=output)
         else:
             found = _events(span, source, note)
         if found is not None:
-            return found
+            return _adjusted(found, source)
     return []
+
+
+def _adjusted(messages: list[Message], source: MessageSource) -> list[Message]:
+    """Roles renamed as the source says; with ``drop_empty``, a system or user message with
+    no text is no turn: its tool results make it a tool message, else it is left out."""
+    for msg in messages:
+        if msg.role is not None and source.roles:
+            msg.role = source.roles.get(msg.role, msg.role)
+        for result in msg.results:
+            result.where = result.where or msg.where
+    if not source.drop_empty:
+        return messages
+    kept = []
+    for msg in messages:
+        if msg.role in ("system", "user") and not msg.text:
+            if not msg.results:
+                continue
+            msg.role = "tool"
+        kept.append(msg)
+    return kept
 
 
 def describe(sources: list[MessageSource]) -> str:
@@ -73,6 +107,8 @@ def describe(sources: list[MessageSource]) -> str:
         elif isinstance(source, PartsMessages):
             event = f" or event {source.event}" if source.event else ""
             places.append(f"{source.attribute}{event}")
+        elif isinstance(source, TextMessages):
+            places.append(label([*_as_list(source.attribute), *_as_list(source.tool_calls)]))
         else:
             places.append("events " + ", ".join(source.events))
     return "; ".join(places)
@@ -269,36 +305,143 @@ def _attribute_or_event(span: Span, attribute: str, event: str | None) -> tuple[
     return None, attribute
 
 
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+_REASONING_PARTS = frozenset({"reasoning", "thinking"})
+_CALL_PARTS = frozenset({"tool_call", "tool-call", "tool_use", "function_call"})
+_RESULT_PARTS = frozenset({"tool_call_response", "tool-result", "tool_result"})
+_RESULT_PARTS |= {"function_call_output"}
+# The keys the conventions give a call's id, name and arguments, and a result's content:
+# GenAI (id, name, arguments, response; Pydantic AI: result), the Vercel AI SDK (toolCallId,
+# toolName, input or args, output or result), Anthropic (tool_use_id, input, content) and
+# OpenAI's Responses items (call_id, arguments, output).
+_CALL_ID_KEYS = ("call_id", "toolCallId", "tool_call_id", "tool_use_id", "id")
+_CALL_NAME_KEYS = ("name", "toolName")
+_ARGUMENT_KEYS = ("arguments", "input", "args")
+_RESULT_KEYS = ("response", "result", "output", "content")
+
+
 def _parts_message(item: dict[str, Any], where: str) -> Message:
     msg = Message(role=_str(item.get("role")), where=where)
-    texts, reasonings = [], []
+    texts: list[str | None] = []
+    reasonings: list[str | None] = []
     parts = item.get("parts")
     if not isinstance(parts, list):
         content = item.get("content")
-        parts = [] if content is None else [{"type": "text", "content": content}]
+        if isinstance(content, list):
+            parts = content
+        else:
+            parts = [] if content is None else [{"type": "text", "content": content}]
+    if msg.role == "tool" and not any(_is_result(p) for p in parts):
+        # an OpenAI-style tool message: the content answers tool_call_id
+        call_id = _str(item.get("tool_call_id", item.get("id")))
+        msg.results.append(Result(call_id=call_id, content=_tool_content(item.get("content"))))
+        parts = []
     for part in parts:
         if not isinstance(part, dict):
             texts.append(text_of(part))
             continue
         kind = part.get("type")
-        if kind == "text":
-            texts.append(text_of(part.get("content")))
-        elif kind in ("reasoning", "thinking"):
-            reasonings.append(text_of(part.get("content")))
-        elif kind == "tool_call":
-            msg.calls.append(
-                Call(
-                    id=_str(part.get("id")),
-                    name=_str(part.get("name")),
-                    arguments=part.get("arguments"),
-                    where=f"{where}.parts",
+        if kind in _TEXT_PARTS or (kind is None and ("text" in part or "content" in part)):
+            texts.append(text_of(_pick(part, ("content", "text"))))
+        elif kind in _REASONING_PARTS:
+            reasonings.append(text_of(_pick(part, ("content", "text", "reasoning", "thinking"))))
+        elif kind in _CALL_PARTS:
+            msg.calls.append(_call_object(part, f"{where}.parts"))
+        elif kind in _RESULT_PARTS:
+            msg.results.append(
+                Result(
+                    call_id=_str(_pick(part, _CALL_ID_KEYS)),
+                    content=_tool_content(_pick(part, _RESULT_KEYS)),
                 )
             )
-        elif kind == "tool_call_response":
-            msg.results.append(Result(call_id=_str(part.get("id")), content=part.get("response")))
+    calls = item.get("tool_calls")
+    if isinstance(calls, str) and _looks_json(calls):
+        calls, _ = decode_json(calls)
+    for j, call in enumerate(calls if isinstance(calls, list) else []):
+        if isinstance(call, dict):
+            msg.calls.append(_call_object(call, f"{where}.tool_calls[{j}]"))
     msg.text = _join(texts)
     msg.reasoning = _join(reasonings)
     return msg
+
+
+def _is_result(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") in _RESULT_PARTS
+
+
+def _pick(part: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if part.get(key) is not None:
+            return part[key]
+    return None
+
+
+def _call_object(call: dict[str, Any], where: str) -> Call:
+    """A tool call in any of the conventions' shapes: ``{id, name, arguments}``,
+    ``{toolCallId, toolName, input}``, or OpenAI's ``{id, function: {name, arguments}}``."""
+    function = call.get("function")
+    inner = function if isinstance(function, dict) else call
+    return Call(
+        id=_str(_pick(call, _CALL_ID_KEYS)),
+        name=_str(_pick(inner, _CALL_NAME_KEYS)),
+        arguments=_pick(inner, _ARGUMENT_KEYS),
+        where=where,
+    )
+
+
+def _tool_content(value: Any) -> Any:
+    """A tool result as sent back to the model, unwrapped from the Vercel AI SDK's typed
+    output (``{"type": "text" | "json", "value": ...}``) and from lists of text blocks."""
+    if (
+        isinstance(value, dict)
+        and "value" in value
+        and value.get("type")
+        in (
+            "text",
+            "json",
+            "error-text",
+            "error-json",
+            "content",
+        )
+    ):
+        value = value["value"]
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        text = text_of(value)
+        if text is not None:
+            return text
+    return value
+
+
+# --------------------------------------------------------------------------- plain text
+
+
+def _text_source(
+    span: Span, source: TextMessages, note: Note, *, output: bool
+) -> list[Message] | None:
+    text = _values.first(span.attributes, source.attribute)
+    calls = _values.first(span.attributes, source.tool_calls)
+    if text is None and calls is None:
+        return None
+    role = source.role or ("assistant" if output else "user")
+    msg = Message(role=role, text=text_of(text), where=label(source.attribute) or "text")
+    if calls is not None:
+        where = label(source.tool_calls)
+        decoded, problem = decode_json(calls)
+        if problem:
+            note(f"{where} {problem}")
+        elif not isinstance(decoded, list):
+            note(f"{where} is not a list of tool calls")
+        else:
+            for j, call in enumerate(decoded):
+                if isinstance(call, dict):
+                    msg.calls.append(_call_object(call, f"{where}[{j}]"))
+                else:
+                    note(f"{where}[{j}] is not a tool call object")
+    return [msg]
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
 
 
 # --------------------------------------------------------------------------- events

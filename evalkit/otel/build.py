@@ -27,9 +27,18 @@ from typing import Any, Final
 import msgspec
 
 from evalkit.atif.model import LATEST_SCHEMA_VERSION
-from evalkit.otel import _messages
+from evalkit.otel import _messages, _values
 from evalkit.otel._messages import Message
-from evalkit.otel.mapping import AnswerSource, Mapping, SpanMatch, names
+from evalkit.otel.findings import Finding, convention_kind, envelope_path, kinds_by_convention
+from evalkit.otel.mapping import (
+    AnswerSource,
+    AttributeRef,
+    Mapping,
+    SpanMatch,
+    attributes_label,
+    label,
+    names,
+)
 from evalkit.otel.model import Span
 
 __all__ = ["BuildResult", "build_trajectory"]
@@ -53,6 +62,8 @@ class BuildResult:
     spans: int = 0
     """Spans read (after ``exclude_spans``)."""
     excluded: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    """What looks wrong though it was read (:mod:`evalkit.otel.findings`)."""
 
 
 @dataclass
@@ -64,6 +75,8 @@ class _Call:
     arguments: dict[str, Any]
     result: Any = None
     answered: bool = False
+    result_from: tuple[str, str | AttributeRef] | None = None
+    """The span id and the attribute (or message) the result was read from."""
 
 
 class _CallIndex:
@@ -90,6 +103,8 @@ class _Step:
     body: dict[str, Any]
     calls: list[_Call] = field(default_factory=list)
     span: Span | None = None
+    where: str = ""
+    """The message a system or user step was read from."""
 
 
 def build_trajectory(
@@ -173,14 +188,10 @@ class _Builder:
             self.unread.append(line)
 
     def first(self, span: Span, rule: Any, *, report: bool = False) -> Any:
-        listed = names(rule)
-        for name in listed:
-            value = span.attributes.get(name)
-            if value is not None and value != "":
-                return value
-        if report and listed:
-            self.note(span, f"{' / '.join(listed)} missing")
-        return None
+        value = _values.first(span.attributes, rule)
+        if value is None and report and names(rule):
+            self.note(span, f"{attributes_label(rule)} missing")
+        return value
 
     def _number(self, span: Span, rule: Any, *, whole: bool, report: bool) -> int | float | None:
         value = self.first(span, rule, report=report)
@@ -192,11 +203,11 @@ class _Builder:
             except ValueError:
                 value = None
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            self.note(span, f"{' / '.join(names(rule))} is not a number of 0 or more")
+            self.note(span, f"{label(rule)} is not a number of 0 or more")
             return None
         if whole:
             if value != int(value):
-                self.note(span, f"{' / '.join(names(rule))} is not a whole number")
+                self.note(span, f"{label(rule)} is not a whole number")
                 return None
             return int(value)
         return value
@@ -261,21 +272,29 @@ class _Builder:
         )
 
     def source_value(self, source: AnswerSource, *, last: bool) -> str | None:
+        return self.source_read(source, last=last)[0]
+
+    def source_read(self, source: AnswerSource, *, last: bool) -> tuple[str | None, Span | None]:
+        """An answer (or input) source's text and the span it came from."""
         if source.span == "last_llm":
             llms = self.of_kind("llm")
             if not llms:
-                return None
+                return None, None
             span = llms[-1]
             if source.attribute is None:
                 out = self._output(span, report=False)
-                return out.text if out is not None else None
-            return _text(self.first(span, source.attribute))
-        pool = self._tops() if source.span == "root" else self._agents()
-        if not pool:
-            return None
-        # the answer: the span that ended last (ties: the later one); the input: the first
-        span = max(reversed(pool), key=lambda s: s.end_ns) if last else pool[0]
-        return _text(self.first(span, source.attribute))
+                return (out.text if out is not None else None), span
+            value = self.first(span, source.attribute)
+        else:
+            pool = self._tops() if source.span == "root" else self._agents()
+            if not pool:
+                return None, None
+            # the answer: the span that ended last (ties: the later one); the input: the first
+            span = max(reversed(pool), key=lambda s: s.end_ns) if last else pool[0]
+            value = self.first(span, source.attribute)
+        if source.plain_text and _values.json_container(value):
+            return None, span
+        return _text(value), span
 
     def _output(self, span: Span, *, report: bool) -> Message | None:
         note = (lambda text: self.note(span, text)) if report else (lambda text: None)
@@ -312,10 +331,11 @@ class _Builder:
         steps.sort(key=lambda s: s.key)
         if not any(s.body["source"] == "user" for s in steps):
             self._input_step(steps)
-        answer = None
-        for source in self.m.answer:
-            answer = self.source_value(source, last=True)
+        answer, answered_by = None, None
+        for i, source in enumerate(self.m.answer):
+            answer, span = self.source_read(source, last=True)
             if answer:
+                answered_by = (i, source, span)
                 break
         if not answer:
             answer = None
@@ -336,6 +356,12 @@ class _Builder:
         for i, step in enumerate(steps, start=1):
             bodies.append({"step_id": i, **step.body})
         trajectory = self._document(bodies, session_id, agent_name, truncated)
+        findings = [
+            *self._span_findings(),
+            *self._answer_findings(answer, answered_by),
+            *self._result_findings(steps),
+            *self._user_step_findings(steps),
+        ]
         unread = self.unread
         if len(unread) > MAX_UNREAD:
             unread = [*unread[:MAX_UNREAD], f"... and {len(unread) - MAX_UNREAD} more"]
@@ -347,7 +373,124 @@ class _Builder:
             truncated=truncated,
             spans=len(self.spans),
             excluded=self.excluded,
+            findings=findings,
         )
+
+    # ------------------------------------------------------------------ findings
+
+    def _span_findings(self) -> list[Finding]:
+        if self.spans and all(self.kind[id(s)] is None for s in self.spans):
+            return [self._nothing_read()]
+        missed: dict[tuple[str, str], list[Span]] = {}
+        for span in self.spans:
+            marked = convention_kind(span)
+            if marked is not None and self.kind[id(span)] is None:
+                missed.setdefault((marked[1], marked[2]), []).append(span)
+        findings = []
+        for (kind, marker), spans in missed.items():
+            what = {"llm": "LLM calls", "tool": "tool executions", "agent": "agent runs"}[kind]
+            findings.append(
+                Finding(
+                    "unclassified-span",
+                    spans[0].span_id,
+                    marker.split("=", 1)[0],
+                    f"{len(spans)} span(s) marked {marker}, which its convention uses for "
+                    f"{what}, match no span_kinds.{kind} rule, so the trajectory leaves them "
+                    f'out; add {{"attribute": "{marker.split("=", 1)[0]}", "values": '
+                    f'["{marker.split("=", 1)[1]}"]}} to span_kinds.{kind}',
+                )
+            )
+        return findings
+
+    def _nothing_read(self) -> Finding:
+        seen = kinds_by_convention(self.spans)
+        if seen:
+            hint = (
+                "they follow the " + " and ".join(seen) + " convention(s): use that starter "
+                f"(`evalkit agents mapping starter {next(iter(seen))}`) or `auto`"
+            )
+        else:
+            hint = (
+                "add span_kinds rules matching their names or attributes (see `evalkit traces "
+                "show`)"
+            )
+        return Finding(
+            "nothing-read",
+            None,
+            "span_kinds",
+            f"the mapping classifies none of the session's {len(self.spans)} spans as an LLM "
+            f"call, a tool or an agent, so it read nothing from them; {hint}",
+        )
+
+    def _answer_findings(
+        self, answer: str | None, answered_by: tuple[int, AnswerSource, Span | None] | None
+    ) -> list[Finding]:
+        if answer is None or answered_by is None or not _values.json_container(answer):
+            return []
+        index, source, span = answered_by
+        llms = self.of_kind("llm")
+        reply = self._output(llms[-1], report=False) if llms else None
+        if reply is None or not reply.text or _values.json_container(reply.text):
+            return []
+        return [
+            Finding(
+                "answer-is-json",
+                span.span_id if span is not None else None,
+                label(source.attribute) or "the last LLM reply",
+                f"the answer (answer[{index}], {_describe_source(source)}) is a JSON "
+                f"{'object' if answer.lstrip().startswith('{') else 'list'} of "
+                f"{len(answer)} characters, while the last LLM reply is text; add "
+                f'"plain_text": true to answer[{index}] so that a JSON value is skipped and a '
+                'later source ({"span": "last_llm"}) gives the answer',
+            )
+        ]
+
+    def _result_findings(self, steps: list[_Step]) -> list[Finding]:
+        findings = []
+        for step in steps:
+            for call in step.calls:
+                path = envelope_path(call.result) if call.answered else None
+                if path is None or call.result_from is None:
+                    continue
+                span_id, name = call.result_from
+                attribute = name if isinstance(name, str) else label(name)
+                fix = (
+                    f'read the text with {{"attribute": "{attribute}", "path": "{path}"}} in '
+                    "tool.result"
+                    if isinstance(name, str) and self._is_tool_attribute(name)
+                    else "read the tool spans' result attribute at that path (tool.result)"
+                )
+                findings.append(
+                    Finding(
+                        "tool-result-envelope",
+                        span_id,
+                        attribute,
+                        f"the result of tool call {call.id} ({call.name}) is a JSON envelope "
+                        f"around the tool's text, which is at {path!r}; {fix}",
+                    )
+                )
+        return findings
+
+    def _is_tool_attribute(self, name: str) -> bool:
+        return name in names(self.m.tool.result)
+
+    def _user_step_findings(self, steps: list[_Step]) -> list[Finding]:
+        findings = []
+        for step in steps:
+            if step.body["source"] != "user" or step.body.get("message"):
+                continue
+            findings.append(
+                Finding(
+                    "empty-user-step",
+                    step.span.span_id if step.span is not None else None,
+                    step.where or "llm.input_messages",
+                    "a user message with no text made a user step (tool results sent back "
+                    'as a user message do this); add "drop_empty": true to its '
+                    "llm.input_messages source, so that such a message counts for its tool "
+                    "results only",
+                )
+            )
+        return findings
 
     def _prompt_steps(
         self, span: Span, inputs: list[Message], seen: Counter[tuple[str, str]]
@@ -373,6 +516,7 @@ class _Builder:
                         "extra": {"span_id": span.span_id},
                     },
                     span=span,
+                    where=msg.where,
                 )
             )
         return steps
@@ -411,24 +555,25 @@ class _Builder:
         for span in self.of_kind("tool"):
             name = _text(self.first(span, tool.name, report=True))
             call_id = _text(self.first(span, tool.call_id))
-            result = self.first(span, tool.result)
+            result_name, result = _values.first_named(span.attributes, tool.result)
             if result is None and span.status_code == 2:
                 result = f"error: {_error_text(span)}"
+            where = (span.span_id, result_name) if result_name is not None else None
             call = self._match_call(span, index, call_id, name)
             if call is not None:
                 if result is not None:
-                    call.result, call.answered = result, True
+                    call.result, call.answered, call.result_from = result, True, where
                 continue
             if result is None and names(tool.result):
-                self.note(span, f"{' / '.join(names(tool.result))} missing")
-            where = " / ".join(names(tool.arguments)) or "tool arguments"
+                self.note(span, f"{attributes_label(tool.result)} missing")
+            where = label(tool.arguments) or "tool arguments"
             own = _Call(
                 id=self._unique(call_id or span.span_id),
                 original=call_id,
                 name=name or span.name,
                 arguments=self._arguments(span, self.first(span, tool.arguments), where),
             )
-            own.result, own.answered = result, result is not None
+            own.result, own.answered, own.result_from = result, result is not None, where
             steps.append(
                 _Step(
                     key=(span.start_ns, span.span_id, 1, 0),
@@ -481,10 +626,11 @@ class _Builder:
             for call in step.calls:
                 if call.answered or call.original is None:
                     continue
-                for _, msgs in inputs[index + 1 :]:
+                for span, msgs in inputs[index + 1 :]:
                     found = [r for m in msgs for r in m.results if r.call_id == call.original]
                     if found:
                         call.result, call.answered = found[0].content, True
+                        call.result_from = (span.span_id, found[0].where)
                         break
 
     def _observe(self, step: _Step) -> None:
@@ -534,12 +680,11 @@ class _Builder:
         version = None
         tops = self._tops()
         for span in [*self._agents()[:1], *tops[:1]]:
-            for name in names(self.m.agent_version):
-                value = span.attributes.get(name, span.resource.get(name))
-                if value not in (None, ""):
-                    version = _text(value)
-                    break
-            if version:
+            value = _values.first(span.attributes, self.m.agent_version)
+            if value is None:
+                value = _values.first(span.resource, self.m.agent_version)
+            if value is not None:
+                version = _text(value)
                 break
         agent: dict[str, Any] = {"name": agent_name, "version": version or "unknown"}
         models = [s["model_name"] for s in steps if s.get("model_name")]
@@ -592,16 +737,8 @@ def _matches(span: Span, rule: SpanMatch) -> bool:
             return False
         if rule.values is not None:
             value = span.attributes[rule.attribute]
-            return any(_same(value, v) for v in rule.values)
+            return any(_values.same(value, v) for v in rule.values)
     return True
-
-
-def _same(value: Any, wanted: Any) -> bool:
-    if isinstance(value, bool) or isinstance(wanted, bool):
-        return isinstance(value, bool) and isinstance(wanted, bool) and value == wanted
-    if isinstance(value, int | float) and isinstance(wanted, int | float):
-        return value == wanted
-    return str(value) == str(wanted)
 
 
 def _text(value: Any) -> str | None:
@@ -628,7 +765,7 @@ def _error_text(span: Span) -> str:
 
 def _describe_source(source: AnswerSource) -> str:
     where = {"root": "the root span", "agent": "the agent span", "last_llm": "the last LLM call"}
-    attribute = " / ".join(names(source.attribute)) or "its reply"
+    attribute = label(source.attribute) or "its reply"
     return f"{where[source.span]}: {attribute}"
 
 

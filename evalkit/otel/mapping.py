@@ -26,6 +26,7 @@ from msgspec import inspect as mi
 __all__ = [
     "STARTERS",
     "AnswerSource",
+    "AttributeRef",
     "EventMessages",
     "IndexedMessages",
     "LlmRule",
@@ -36,8 +37,11 @@ __all__ = [
     "PartsMessages",
     "SpanKinds",
     "SpanMatch",
+    "TextMessages",
     "ToolRule",
     "Usage",
+    "attributes_label",
+    "label",
     "load_starter",
     "names",
     "parse_mapping",
@@ -45,10 +49,7 @@ __all__ = [
 ]
 
 MAPPING_FORMAT: Final = 1
-STARTERS: Final = ("openinference", "genai")
-
-Names = str | list[str]
-"""Attribute names, tried in order; the first one a span has wins."""
+STARTERS: Final = ("openinference", "genai", "vercel-ai", "auto")
 
 Role = Literal["system", "user", "assistant", "tool"]
 Scalar = str | int | float | bool
@@ -56,6 +57,25 @@ Scalar = str | int | float | bool
 
 class _Rule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     pass
+
+
+class AttributeRef(_Rule):
+    """A value inside an attribute: the attribute's text decoded as JSON (``json``, implied
+    by ``path`` and ``where``), then the value at ``path`` (keys and list indexes, ``-1`` the
+    last). It counts only when every ``where`` path of the decoded value equals its value;
+    otherwise, or when the text is not JSON or the path leads nowhere, the span is taken not
+    to have it and the next name is tried."""
+
+    attribute: str
+    path: str | list[str | int] | None = None
+    json: bool = False
+    where: dict[str, Scalar] | None = None
+
+
+Name = str | AttributeRef
+Names = str | AttributeRef | list[str | AttributeRef]
+"""Attribute names (or references into JSON attributes), tried in order; the first one a
+span has wins."""
 
 
 class SpanMatch(_Rule):
@@ -92,6 +112,10 @@ class IndexedMessages(_Rule, tag="indexed", tag_field="form"):
     contents: str = "message.contents"
     content_type: str = "message_content.type"
     content_text: str = "message_content.text"
+    roles: dict[str, Role] = msgspec.field(default_factory=dict)
+    """Roles renamed as read (``{"human": "user", "model": "assistant"}``)."""
+    drop_empty: bool = False
+    """A system or user message with no text makes no step (its tool results still count)."""
 
 
 class PartsMessages(_Rule, tag="parts", tag_field="form"):
@@ -103,6 +127,20 @@ class PartsMessages(_Rule, tag="parts", tag_field="form"):
     system_attribute: str | None = None
     """Holds system instructions kept apart from the messages (``gen_ai.system_instructions``);
     read for input messages only."""
+    roles: dict[str, Role] = msgspec.field(default_factory=dict)
+    drop_empty: bool = False
+
+
+class TextMessages(_Rule, tag="text", tag_field="form"):
+    """One message from plain attributes: its text in ``attribute`` (a JSON-quoted string is
+    decoded), its tool calls in ``tool_calls`` (a list of call objects, as JSON text or
+    structured), with the role ``role`` (for input messages, ``user`` by default)."""
+
+    attribute: Names = msgspec.field(default_factory=list)
+    tool_calls: Names = msgspec.field(default_factory=list)
+    role: Role | None = None
+    roles: dict[str, Role] = msgspec.field(default_factory=dict)
+    drop_empty: bool = False
 
 
 class EventMessages(_Rule, tag="events", tag_field="form"):
@@ -112,9 +150,11 @@ class EventMessages(_Rule, tag="events", tag_field="form"):
 
     events: dict[str, Role]
     body: str | None = "gen_ai.event.content"
+    roles: dict[str, Role] = msgspec.field(default_factory=dict)
+    drop_empty: bool = False
 
 
-MessageSource = IndexedMessages | PartsMessages | EventMessages
+MessageSource = IndexedMessages | PartsMessages | EventMessages | TextMessages
 
 
 class Usage(_Rule):
@@ -149,10 +189,13 @@ class ToolRule(_Rule):
 
 class AnswerSource(_Rule):
     """``root``: the top-level span; ``agent``: the outermost agent span; ``last_llm``: the
-    last LLM call (its first output message's text unless ``attribute`` is given)."""
+    last LLM call (its first output message's text unless ``attribute`` is given).
+    ``plain_text`` skips a value that is a JSON object or list (an agent's state, say), so
+    that the next source is tried."""
 
     span: Literal["root", "agent", "last_llm"]
     attribute: Names | None = None
+    plain_text: bool = False
 
 
 class Mapping(_Rule, kw_only=True):
@@ -168,11 +211,30 @@ class Mapping(_Rule, kw_only=True):
     format: int = MAPPING_FORMAT
 
 
-def names(value: Names | None) -> list[str]:
+def names(value: Names | None) -> list[Name]:
     """Attribute names as a list (a single name is a list of one)."""
     if value is None:
         return []
-    return [value] if isinstance(value, str) else list(value)
+    return list(value) if isinstance(value, list) else [value]
+
+
+def label(value: Names | None) -> str:
+    """How messages name the attributes of a rule: ``output.value`` or ``output.value
+    at content``, several joined by `` / ``."""
+    return " / ".join(_label(name) for name in names(value))
+
+
+def attributes_label(value: Names | None) -> str:
+    """The attributes a rule reads, each once, joined by `` / ``: to say they are missing."""
+    attributes = (n if isinstance(n, str) else n.attribute for n in names(value))
+    return " / ".join(dict.fromkeys(attributes))
+
+
+def _label(name: Name) -> str:
+    if isinstance(name, str):
+        return name
+    path = name.path if isinstance(name.path, str | None) else ".".join(map(str, name.path))
+    return f"{name.attribute} at {path}" if path else f"{name.attribute} (JSON)"
 
 
 # --------------------------------------------------------------------------- validation
@@ -244,6 +306,13 @@ _EXPECTED: Final = {
 
 
 def _describe(t: mi.Type) -> str:
+    if isinstance(t, mi.UnionType) and any(
+        isinstance(x, mi.StructType) and x.cls is AttributeRef for x in t.types
+    ):
+        return (
+            'an attribute name, a reference {"attribute": ..., "path": ...} into a JSON '
+            "attribute, or a list of them"
+        )
     if isinstance(t, mi.UnionType):
         parts = [_describe(x) for x in t.types]
         if all(isinstance(x, mi.StructType) for x in t.types):
@@ -310,6 +379,8 @@ def _check(report: _Report, value: object, t: mi.Type, path: str) -> None:
 
 
 def _matches_shape(value: object, t: mi.Type) -> bool:
+    if isinstance(t, mi.LiteralType):
+        return isinstance(value, str) and isinstance(t.values[0], str)
     if isinstance(t, mi.StrType):
         return isinstance(value, str)
     if isinstance(t, mi.NoneType):
@@ -389,7 +460,7 @@ def _semantics(report: _Report, m: Mapping) -> None:
             f"is {m.format}; this evalkit reads mapping format {MAPPING_FORMAT}; write 1 (or "
             "leave the key out)",
         )
-    _names(report, m.session_id, "session_id", required=True)
+    _names(report, m.session_id, "session_id", required=True, plain=True)
     for field in ("llm", "tool", "agent"):
         for i, match in enumerate(getattr(m.span_kinds, field)):
             _match(report, match, f"span_kinds.{field}[{i}]")
@@ -449,17 +520,63 @@ def _semantics(report: _Report, m: Mapping) -> None:
     _names(report, m.agent_version, "agent_version")
 
 
-def _names(report: _Report, value: Names | None, path: str, *, required: bool = False) -> None:
+def _names(
+    report: _Report,
+    value: Names | None,
+    path: str,
+    *,
+    required: bool = False,
+    plain: bool = False,
+) -> None:
+    """Attribute names: none empty or twice; ``plain`` when references into JSON are not
+    read there (``session_id``, which the collector reads as spans arrive)."""
     listed = names(value)
     if required and not listed:
         report.add(path, "empty", "names no attribute; give one name or a list of names")
     for i, name in enumerate(listed):
-        where = path if isinstance(value, str) else f"{path}[{i}]"
-        if not name.strip():
+        where = path if not isinstance(value, list) else f"{path}[{i}]"
+        if isinstance(name, AttributeRef):
+            if plain:
+                report.add(
+                    where,
+                    "plain-names-only",
+                    "takes attribute names only, not a reference into a JSON value: the "
+                    "collector reads it as spans arrive; name the attribute itself",
+                )
+            _ref(report, name, where)
+        elif not name.strip():
             report.add(where, "empty", "is an empty attribute name; write the attribute's name")
-    dupes = sorted({n for n in listed if listed.count(n) > 1})
+    keys = [_label(n) for n in listed]
+    dupes = sorted({n for n in keys if keys.count(n) > 1 and n.strip()})
     if dupes:
         report.add(path, "duplicate", f"names {', '.join(dupes)} twice; list each name once")
+
+
+def _ref(report: _Report, ref: AttributeRef, path: str) -> None:
+    if not ref.attribute.strip():
+        report.add(_key(path, "attribute"), "empty", "is empty; write the attribute's name")
+    if ref.path is not None and not ref.path:
+        report.add(
+            _key(path, "path"),
+            "empty",
+            'is empty; write the path into the JSON value (e.g. "content" or "messages.-1"), '
+            'or leave it out and say "json": true to decode the whole value',
+        )
+    if isinstance(ref.path, str) and any(not part for part in ref.path.split(".")):
+        report.add(
+            _key(path, "path"),
+            "empty",
+            f"{json.dumps(ref.path)} has an empty step; separate keys and indexes with single "
+            'dots ("kwargs.content"), or give a list (["a.b", 0]) for keys that hold dots',
+        )
+    for key in ref.where or {}:
+        if not key.strip() or any(not part for part in key.split(".")):
+            report.add(
+                _key(path, "where"),
+                "empty",
+                f"has the path {json.dumps(key)} with an empty step; write paths like "
+                '"type" or "kwargs.type"',
+            )
 
 
 def _match(report: _Report, match: SpanMatch, path: str) -> None:
@@ -489,9 +606,13 @@ def _match(report: _Report, match: SpanMatch, path: str) -> None:
 
 
 def _source(report: _Report, source: MessageSource, path: str, *, output: bool) -> None:
+    for role in source.roles:
+        if not role.strip():
+            report.add(_key(path, "roles"), "empty-key", "has an empty role; name the role")
     if isinstance(source, IndexedMessages):
         for f in source.__struct_fields__:
-            if not getattr(source, f).strip():
+            value = getattr(source, f)
+            if isinstance(value, str) and not value.strip():
                 report.add(_key(path, f), "empty", "is empty; write the key (or leave it out)")
     elif isinstance(source, PartsMessages):
         for f in ("attribute", "event", "system_attribute"):
@@ -504,6 +625,16 @@ def _source(report: _Report, source: MessageSource, path: str, *, output: bool) 
                 "input-only",
                 "is read for input messages only; move it to llm.input_messages",
             )
+    elif isinstance(source, TextMessages):
+        if not names(source.attribute) and not names(source.tool_calls):
+            report.add(
+                path,
+                "empty",
+                'reads nothing: name the text\'s attribute in "attribute" (e.g. '
+                '"ai.response.text"), the tool calls\' in "tool_calls", or both',
+            )
+        _names(report, source.attribute, _key(path, "attribute"))
+        _names(report, source.tool_calls, _key(path, "tool_calls"))
     else:
         if not source.events:
             report.add(
@@ -555,7 +686,7 @@ def parse_mapping(obj: object) -> Mapping:
 
 
 def load_starter(name: str) -> dict[str, Any]:
-    """A starter mapping shipped with evalkit (``openinference`` or ``genai``), as JSON."""
+    """A starter mapping shipped with evalkit (one of :data:`STARTERS`), as JSON."""
     if name not in STARTERS:
         raise ValueError(f"no starter mapping {name!r}; the starters are {', '.join(STARTERS)}")
     text = resources.files("evalkit.otel").joinpath("starters", f"{name}.json").read_text()

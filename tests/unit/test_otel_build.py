@@ -431,7 +431,7 @@ def starter_with(**changes: Any) -> dict[str, Any]:
     [
         ([], "", "bad-type", "a span mapping is a JSON object, not a list"),
         ({}, "", "empty", "start from `evalkit agents mapping starter openinference`"),
-        (starter_with(session_id=5), "session_id", "bad-type", "a string or a list of strings"),
+        (starter_with(session_id=5), "session_id", "bad-type", "an attribute name, a reference"),
         (starter_with(session_id=[]), "session_id", "empty", "give one name or a list"),
         (starter_with(session_id=[" "]), "session_id[0]", "empty", "empty attribute name"),
         (starter_with(session_id=["a", "a"]), "session_id", "duplicate", "names a twice"),
@@ -634,7 +634,7 @@ def test_the_docs_show_the_starters_as_shipped():
     text = (Path(__file__).parents[2] / "docs" / "tracing.md").read_text()
     blocks = [b for b in re.findall(r"```json\n(.*?)```", text, re.S) if b.startswith("{")]
     shown = [json.loads(b) for b in blocks]
-    assert shown == [load_starter("openinference"), load_starter("genai")]
+    assert shown == [load_starter(n) for n in ("openinference", "genai", "vercel-ai")]
 
 
 def test_tool_spans_without_ids_answer_same_named_calls_in_order():

@@ -60,6 +60,12 @@ async def traces_check(call: Call) -> wire.TraceCheck:
         trajectory_valid=not errors,
         trajectory_errors=[f"{e.path or '(document)'}: [{e.rule}] {e.message}" for e in errors],
         trajectory=built.trajectory,
+        findings=[
+            wire.TraceFinding(
+                rule=f.rule, span_id=f.span_id, attribute=f.attribute, message=f.message
+            )
+            for f in built.findings
+        ],
     )
 
 
