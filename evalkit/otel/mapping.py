@@ -234,7 +234,9 @@ def _label(name: Name) -> str:
     if isinstance(name, str):
         return name
     path = name.path if isinstance(name.path, str | None) else ".".join(map(str, name.path))
-    return f"{name.attribute} at {path}" if path else f"{name.attribute} (JSON)"
+    if path:
+        return f"{name.attribute} at {path}"
+    return f"{name.attribute} (JSON)" if name.json or name.where else name.attribute
 
 
 # --------------------------------------------------------------------------- validation
@@ -546,7 +548,7 @@ def _names(
             _ref(report, name, where)
         elif not name.strip():
             report.add(where, "empty", "is an empty attribute name; write the attribute's name")
-    keys = [_label(n) for n in listed]
+    keys = [n if isinstance(n, str) else msgspec.json.encode(n).decode() for n in listed]
     dupes = sorted({n for n in keys if keys.count(n) > 1 and n.strip()})
     if dupes:
         report.add(path, "duplicate", f"names {', '.join(dupes)} twice; list each name once")
