@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from evalkit.otel.mapping import load_starter
 from tests.integration.datasets_helpers import add_user, login
 from tests.integration.otel_helpers import (
     MAPPING,
@@ -61,3 +64,82 @@ def test_excluded_spans_are_stored_and_readable_by_everyone(server, cli, admin_t
     assert report["trajectory_valid"] is True, report["trajectory_errors"]
     assert not any(step["tool_calls"] for step in report["steps"])
     assert report["trajectory"]["extra"]["evalkit"]["spans_excluded"] == 1
+
+
+def pydantic_shaped_session(tracer, session_id: str) -> None:
+    """GenAI parts as Pydantic AI sends them: the tool's return goes back to the model as a
+    user message holding only a tool_call_response part."""
+    question = {"role": "user", "parts": [{"type": "text", "content": "2 + 3?"}]}
+    asked = {
+        "role": "assistant",
+        "parts": [{"type": "tool_call", "id": "c1", "name": "add", "arguments": {"a": 2}}],
+    }
+    returned = {
+        "role": "user",
+        "parts": [{"type": "tool_call_response", "id": "c1", "name": "add", "result": "5"}],
+    }
+    answer = {"role": "assistant", "parts": [{"type": "text", "content": "5"}]}
+    with tracer.start_as_current_span(
+        "invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}
+    ) as root:
+        root.set_attribute("gen_ai.conversation.id", session_id)
+        for inputs, outputs in (([question], [asked]), ([question, asked, returned], [answer])):
+            with tracer.start_as_current_span(
+                "chat",
+                attributes={
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.input.messages": json.dumps(inputs),
+                    "gen_ai.output.messages": json.dumps(outputs),
+                    "gen_ai.request.model": "gpt-test",
+                    "gen_ai.usage.input_tokens": 10,
+                    "gen_ai.usage.output_tokens": 2,
+                },
+            ):
+                pass
+
+
+def test_a_finding_fails_the_check_and_a_new_version_reads_the_stored_spans_again(
+    server, cli, admin_token
+):
+    """An agent made with the genai mapping of before drop_empty: the check names the empty
+    user step and exits 1; a new version, a starter given by name, reads the same stored
+    spans without a re-export, and the check passes."""
+    login(cli, server)
+    old = load_starter("genai")
+    for source in old["llm"]["input_messages"]:
+        source.pop("drop_empty", None)
+    make_agent(server, admin_token, "admin", mapping=old)
+    token = mint(server, admin_token, "admin")
+    with recorder() as (tracer, memory):
+        pydantic_shaped_session(tracer, "p1")
+        spans = memory.get_finished_spans()
+    assert exporter(server, token).export(spans) == SpanExportResult.SUCCESS
+
+    before = cli("traces", "check", "p1", "--agent", "bot", "--json")
+    assert before.code == 1
+    assert [f["rule"] for f in before.json["findings"]] == ["empty-user-step"]
+    assert [s["source"] for s in before.json["steps"]] == ["user", "agent", "user", "agent"]
+    text = cli("traces", "check", "p1", "--agent", "bot")
+    assert text.code == 1 and "[empty-user-step]" in text.out and "drop_empty" in text.out
+
+    assert cli("agents", "mapping", "set", "bot", "genai", "--activate").code == 0
+    after = cli("traces", "check", "p1", "--agent", "bot", "--json")
+    assert after.code == 0, after.json
+    assert after.json["mapping_version"] == 2
+    assert after.json["findings"] == [] and after.json["unread"] == []
+    assert [s["source"] for s in after.json["steps"]] == ["user", "agent", "agent"]
+    assert after.json["spans_read"] == before.json["spans_read"] == 3
+
+
+def test_a_starter_name_where_a_mapping_file_goes(server, cli, tmp_path, monkeypatch):
+    login(cli, server)
+    made = cli("agents", "create", "traced", "--mapping", "vercel-ai", "--json")
+    assert made.code == 0, made.err
+    shown = cli("agents", "mapping", "show", "traced", "--json")
+    assert shown.json["mapping"] == load_starter("vercel-ai")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "auto").write_text("{not json")  # a file of that name wins over the starter
+    refused = cli("agents", "mapping", "set", "traced", "auto")
+    assert refused.code == 2 and "not valid JSON" in refused.err
+    missing = cli("agents", "mapping", "set", "traced", "openinferense")
+    assert missing.code == 2 and "not a starter's name (openinference" in missing.err
