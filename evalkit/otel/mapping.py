@@ -482,7 +482,7 @@ def _semantics(report: _Report, m: Mapping) -> None:
                 f"llm.{field}",
                 "empty",
                 "lists no source; add at least one (see the starters: "
-                "`evalkit agents mapping starter openinference|genai`)",
+                "`evalkit agents mapping starter openinference|genai|vercel-ai|auto`)",
             )
         for i, source in enumerate(sources):
             _source(report, source, f"llm.{field}[{i}]", output=field == "output_messages")
@@ -663,7 +663,7 @@ def validate_mapping(obj: object) -> list[MappingError]:
             "empty",
             "the span mapping is an empty object; it says where the session id, the answer "
             "and the messages are in the spans (start from `evalkit agents mapping starter "
-            "openinference` or `genai`)",
+            "openinference`, `genai`, `vercel-ai` or `auto`)",
         )
         return report.errors
     assert isinstance(_TYPE_INFO, mi.StructType)

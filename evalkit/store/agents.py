@@ -251,7 +251,7 @@ def check_mapping(mapping: dict[str, Any]) -> None:
     count = f"{len(errors)} problem{'s' if len(errors) != 1 else ''}"
     raise BadRequest(
         f"the span mapping has {count}: {shown}{tail} (the format: docs/tracing.md; a "
-        "starting point: `evalkit agents mapping starter openinference|genai`)",
+        "starting point: `evalkit agents mapping starter openinference|genai|vercel-ai|auto`)",
         code="bad-mapping",
     )
 

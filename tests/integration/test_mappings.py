@@ -115,10 +115,11 @@ def test_bad_mappings_are_refused_with_every_problem(cli, server, tmp_path):
     assert refused.err.strip() == (
         "evalkit: error: the span mapping has 3 problems: colour: [unknown-key] is not a "
         "mapping key; the keys here are agent_version, answer, exclude_spans, format, input, "
-        "llm, session_id, span_kinds, tool; session_id: [bad-type] must be a string or a list "
-        "of strings, not a number; answer: [missing-key] is required; add it (a list, see "
+        "llm, session_id, span_kinds, tool; session_id: [bad-type] must be an attribute name, "
+        'a reference {"attribute": ..., "path": ...} into a JSON attribute, or a list of them, '
+        "not a number; answer: [missing-key] is required; add it (a list, see "
         "docs/tracing.md) (the format: docs/tracing.md; a starting point: `evalkit agents "
-        "mapping starter openinference|genai`) [bad-mapping]"
+        "mapping starter openinference|genai|vercel-ai|auto`) [bad-mapping]"
     )
     assert states(server, "traced") == [(1, "active")]
 
