@@ -1,0 +1,175 @@
+"""Shared glue of the framework tests: run a real framework's agent, traced, against the real
+edge, and read back what the server built for its session.
+
+    from tests.frameworks.fake_model import FakeModel
+    from tests.frameworks.harness import run_framework
+
+    def test_x(server, admin_token):            # fixtures of tests/conftest.py
+        with FakeModel() as model:
+            report = run_framework(
+                server, admin_token,
+                part="langgraph",                  # tests/frameworks/<part>/ (its venv)
+                script="agent.py",                 # run with the part's venv python
+                env={"FAKE_MODEL_URL": model.base_url, "FAKE_MODEL_STREAM": "1"},
+                mapping=load_starter("openinference"),
+            )
+        report["trajectory"], report["answer"], report["unread"], ...
+
+``run_framework(server, admin_token, *, part, script, env, mapping, agent=None,
+session_id=None, runner=None) -> dict`` creates the agent (named ``agent`` or after the part)
+in the admin's workspace with ``mapping``, mints it a token, runs the script with ``env`` plus
+EVALKIT_OTLP_ENDPOINT (``server.url + "/api/otel/v1/traces"``), EVALKIT_AGENT_TOKEN and
+EVALKIT_SESSION_ID (a fresh id unless given), then polls ``GET /api/workspaces/admin/agents/
+<agent>/sessions/<sid>/check`` until the session is there and its span count is steady,
+and returns that check report (the TraceCheck of evalkit/model/otel.py as JSON).
+``runner(env) -> CompletedProcess`` replaces running ``part/script`` with
+:func:`tests.frameworks.venvs.run_agent` (for a node part, say). :func:`run_framework_session`
+does the same and returns a :class:`FrameworkRun` with the agent's stdout as well.
+
+Helpers to read an ATIF trajectory are below (:func:`tool_calls`, :func:`observation_of`,
+:func:`token_sums`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tests.frameworks.venvs import run_agent
+from tests.integration.otel_helpers import TRACES, api, make_agent, mint
+
+WORKSPACE = "admin"
+"""The admin's personal workspace, where the framework agents are created."""
+POLL_SECONDS = 10.0
+
+
+@dataclass
+class FrameworkRun:
+    report: dict[str, Any]
+    """The session's check report (TraceCheck as JSON)."""
+    stdout: str
+    stderr: str
+    session_id: str
+    agent: str
+    workspace: str = WORKSPACE
+
+
+def run_framework_session(
+    server: Any,
+    admin_token: str,
+    *,
+    part: str,
+    script: str,
+    env: Mapping[str, str],
+    mapping: dict[str, Any],
+    agent: str | None = None,
+    session_id: str | None = None,
+    runner: Callable[[dict[str, str]], subprocess.CompletedProcess[str]] | None = None,
+) -> FrameworkRun:
+    name = agent or part.replace("_", "-").lower()
+    make_agent(server, admin_token, WORKSPACE, name=name, mapping=mapping)
+    token = mint(server, admin_token, WORKSPACE, name)
+    sid = session_id or f"{part}-{uuid.uuid4().hex[:12]}"
+    full_env = {
+        "EVALKIT_OTLP_ENDPOINT": server.url + TRACES,
+        "EVALKIT_AGENT_TOKEN": token,
+        "EVALKIT_SESSION_ID": sid,
+        **env,
+    }
+    done = runner(full_env) if runner is not None else run_agent(part, script, full_env)
+    report = check_report(server, admin_token, name, sid)
+    return FrameworkRun(report, done.stdout, done.stderr, sid, name)
+
+
+def run_framework(
+    server: Any,
+    admin_token: str,
+    *,
+    part: str,
+    script: str,
+    env: Mapping[str, str],
+    mapping: dict[str, Any],
+    agent: str | None = None,
+    session_id: str | None = None,
+    runner: Callable[[dict[str, str]], subprocess.CompletedProcess[str]] | None = None,
+) -> dict[str, Any]:
+    """The check report of the session the part's script traced (see the module doc)."""
+    return run_framework_session(
+        server,
+        admin_token,
+        part=part,
+        script=script,
+        env=env,
+        mapping=mapping,
+        agent=agent,
+        session_id=session_id,
+        runner=runner,
+    ).report
+
+
+def check_report(
+    server: Any, admin_token: str, agent: str, session_id: str, *, workspace: str = WORKSPACE
+) -> dict[str, Any]:
+    """``GET .../sessions/<sid>/check``, polled until the session exists and two reads in a
+    row saw the same number of spans (the exporter has flushed by the time the agent exits,
+    and the collector stores before it answers, so this is rarely more than one read)."""
+    path = f"/api/workspaces/{workspace}/agents/{agent}/sessions/{session_id}/check"
+    deadline = time.monotonic() + POLL_SECONDS
+    last: dict[str, Any] | None = None
+    while True:
+        r = api(server, admin_token, "GET", path)
+        if r.status_code == 200:
+            report = r.json()
+            if last is not None and _span_count(last) == _span_count(report):
+                return report
+            last = report
+        elif r.status_code != 404:
+            raise AssertionError(f"GET {path}: {r.status_code} {r.text}")
+        if time.monotonic() > deadline:
+            if last is not None:
+                return last
+            raise AssertionError(
+                f"no session {session_id!r} for agent {agent} after {POLL_SECONDS:.0f}s: "
+                f"{r.status_code} {r.text}"
+            )
+        time.sleep(0.1)
+
+
+def _span_count(report: dict[str, Any]) -> tuple[int, int]:
+    return (report.get("spans_read", 0), report.get("spans_excluded", 0))
+
+
+# --------------------------------------------------------------------------- reading ATIF
+
+
+def steps(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(report["trajectory"].get("steps") or [])
+
+
+def tool_calls(report: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(step, tool call) for every tool call of every step, in order."""
+    return [(step, call) for step in steps(report) for call in step.get("tool_calls") or []]
+
+
+def observation_of(report: dict[str, Any], call_id: str) -> list[dict[str, Any]]:
+    """The observation results whose ``source_call_id`` is ``call_id``, in any step."""
+    return [
+        result
+        for step in steps(report)
+        for result in (step.get("observation") or {}).get("results") or []
+        if result.get("source_call_id") == call_id
+    ]
+
+
+def token_sums(report: dict[str, Any]) -> tuple[int, int]:
+    """The sum over the steps of ``metrics.prompt_tokens`` and ``metrics.completion_tokens``."""
+    prompt = completion = 0
+    for step in steps(report):
+        metrics = step.get("metrics") or {}
+        prompt += metrics.get("prompt_tokens") or 0
+        completion += metrics.get("completion_tokens") or 0
+    return prompt, completion
