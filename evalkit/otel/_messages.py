@@ -21,6 +21,7 @@ from evalkit.otel.mapping import (
     EventMessages,
     IndexedMessages,
     MessageSource,
+    Name,
     PartsMessages,
     TextMessages,
     label,
@@ -106,7 +107,7 @@ def describe(sources: list[MessageSource]) -> str:
             places.append(f"{source.prefix}.<i>.*")
         elif isinstance(source, PartsMessages):
             event = f" or event {source.event}" if source.event else ""
-            places.append(f"{source.attribute}{event}")
+            places.append(f"{label(source.attribute)}{event}")
         elif isinstance(source, TextMessages):
             places.append(label([*_as_list(source.attribute), *_as_list(source.tool_calls)]))
         else:
@@ -280,14 +281,29 @@ def _parts_source(
     if problem:
         note(f"{where} {problem}")
         return messages or None
+    if isinstance(decoded, dict):  # one message, not a list (a raw response's message)
+        decoded = [decoded]
     if not isinstance(decoded, list):
         note(f"{where} is not a list of messages")
         return messages or None
+    items: Message | None = None
     for i, item in enumerate(decoded):
-        if isinstance(item, dict):
-            messages.append(_parts_message(item, f"{where}[{i}]"))
-        else:
+        if not isinstance(item, dict):
             note(f"{where}[{i}] is not a message object")
+            items = None
+        elif "role" not in item and item.get("type") in _CALL_PARTS | _RESULT_PARTS:
+            # OpenAI Responses items: calls and results stand alone, beside the message
+            # they belong to; they join the assistant message before them (or a new one)
+            if items is None:
+                items = Message(role="assistant", where=f"{where}[{i}]")
+                messages.append(items)
+            part = _parts_message({"parts": [item]}, f"{where}[{i}]")
+            items.calls += part.calls
+            items.results += part.results
+        else:
+            message = _parts_message(item, f"{where}[{i}]")
+            messages.append(message)
+            items = message if item.get("type") == "message" else None
     return messages
 
 
@@ -295,14 +311,18 @@ def _looks_json(value: Any) -> bool:
     return isinstance(value, str) and value.lstrip()[:1] in ("[", "{")
 
 
-def _attribute_or_event(span: Span, attribute: str, event: str | None) -> tuple[Any, str]:
-    if attribute in span.attributes:
-        return span.attributes[attribute], attribute
+def _attribute_or_event(span: Span, attribute: Name, event: str | None) -> tuple[Any, str]:
+    where = label(attribute)
+    value = _values.resolve(span.attributes, attribute)
+    if value is not None:
+        return value, where
     if event:
         for ev in span.events:
-            if ev.name == event and attribute in ev.attributes:
-                return ev.attributes[attribute], f"event {event}: {attribute}"
-    return None, attribute
+            if ev.name == event:
+                value = _values.resolve(ev.attributes, attribute)
+                if value is not None:
+                    return value, f"event {event}: {where}"
+    return None, where
 
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})

@@ -98,7 +98,7 @@ _ENVELOPE_KEYS: Final = frozenset(
 _ENVELOPE_TYPES: Final = frozenset(
     {"tool", "text", "tool_result", "tool-result", "tool_call_response"}
 )
-_TEXT_PATHS: Final = ("content", "text", "output", "kwargs.content")
+_TEXT_PATHS: Final = ("content", "text", "output", "data.content", "kwargs.content")
 
 
 def envelope_path(value: Any) -> str | None:

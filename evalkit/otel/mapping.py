@@ -122,7 +122,7 @@ class PartsMessages(_Rule, tag="parts", tag_field="form"):
     """A list of ``{role, parts: [...]}`` messages (the OTel GenAI shape), as a JSON string or
     a structured value, in a span attribute or, failing that, in the attributes of ``event``."""
 
-    attribute: str
+    attribute: str | AttributeRef
     event: str | None = None
     system_attribute: str | None = None
     """Holds system instructions kept apart from the messages (``gen_ai.system_instructions``);
@@ -617,7 +617,8 @@ def _source(report: _Report, source: MessageSource, path: str, *, output: bool) 
             if isinstance(value, str) and not value.strip():
                 report.add(_key(path, f), "empty", "is empty; write the key (or leave it out)")
     elif isinstance(source, PartsMessages):
-        for f in ("attribute", "event", "system_attribute"):
+        _names(report, source.attribute, _key(path, "attribute"), required=True)
+        for f in ("event", "system_attribute"):
             value = getattr(source, f)
             if value is not None and not value.strip():
                 report.add(_key(path, f), "empty", "is empty; write the name (or leave it out)")

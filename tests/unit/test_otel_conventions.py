@@ -553,3 +553,20 @@ def test_new_keys_are_checked_with_path_rule_and_fix(change, path, rule):
 def test_every_starter_is_valid():
     for name in ("openinference", "genai", "vercel-ai", "auto"):
         assert validate_mapping(load_starter(name)) == [], name
+
+
+def test_auto_holds_every_rule_and_source_of_the_three_starters():
+    auto = load_starter("auto")
+    for name in ("openinference", "genai", "vercel-ai"):
+        own = load_starter(name)
+        for kind in ("llm", "tool", "agent"):
+            assert all(r in auto["span_kinds"][kind] for r in own["span_kinds"][kind]), name
+        for key in ("input_messages", "output_messages", "model"):
+            assert all(x in auto["llm"][key] for x in own["llm"][key]), (name, key)
+        for key, rules in own["llm"]["usage"].items():
+            if key != "extra":
+                assert all(x in auto["llm"]["usage"][key] for x in rules), (name, key)
+        for key, rules in own["tool"].items():
+            assert all(x in auto["tool"][key] for x in rules), (name, key)
+        assert all(x in auto["session_id"] for x in own["session_id"]), name
+        assert all(x in auto["answer"] for x in own["answer"]), name
