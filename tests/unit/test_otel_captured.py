@@ -59,6 +59,14 @@ def test_the_session_id_is_found_where_the_framework_puts_it(name, starter):
         assert {session_id_of(s, names) for s in roots} == {"captured-session"}, used
 
 
+def build(name: str, mapping: dict):
+    result = build_trajectory(
+        spans_of(name), parse_mapping(mapping), session_id="s1", agent_name="weather"
+    )
+    assert validate_trajectory(result.trajectory) == []
+    return result
+
+
 def test_every_framework_is_recorded():
     names = {name for name, _ in recorded()}
     for prefix in STARTER_OF:
