@@ -173,3 +173,37 @@ def token_sums(report: dict[str, Any]) -> tuple[int, int]:
         prompt += metrics.get("prompt_tokens") or 0
         completion += metrics.get("completion_tokens") or 0
     return prompt, completion
+
+
+# --------------------------------------------------------------------------- the assertions
+
+QUESTION = "What is the weather in Paris?"
+TOOL_RESULT = "18°C, cloudy in Paris"
+
+
+def assert_weather_turn(report: dict[str, Any], requests: list[dict[str, Any]]) -> None:
+    """What every framework's one-tool turn must give, with the starter of its convention
+    and no hand edits: a valid trajectory; one user step, the question; one structured
+    ``get_weather`` call (arguments a dict) answered by the tool's own text; the model's
+    final text as the answer; the two calls' tokens (and not the turn's total again);
+    nothing unread and no finding."""
+    from tests.frameworks.fake_model import ANSWER, ANSWER_USAGE, TOOL_ARGS, TOOL_CALL_USAGE
+
+    assert len(requests) == 2, requests
+    assert report["trajectory_valid"] is True, report["trajectory_errors"]
+    users = [s for s in steps(report) if s["source"] == "user"]
+    assert [u["message"] for u in users] == [QUESTION], users
+    calls = tool_calls(report)
+    assert len(calls) == 1, calls
+    step, call = calls[0]
+    assert step["source"] == "agent"
+    assert call["function_name"] == "get_weather"
+    assert isinstance(call["arguments"], dict) and call["arguments"] == TOOL_ARGS
+    [result] = observation_of(report, call["tool_call_id"])
+    assert result["content"] == TOOL_RESULT
+    assert report["answer"] == ANSWER
+    prompt = TOOL_CALL_USAGE["prompt_tokens"] + ANSWER_USAGE["prompt_tokens"]
+    completion = TOOL_CALL_USAGE["completion_tokens"] + ANSWER_USAGE["completion_tokens"]
+    assert token_sums(report) == (prompt, completion) == (130, 22)
+    assert report["unread"] == []
+    assert report["findings"] == []

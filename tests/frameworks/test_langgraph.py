@@ -8,18 +8,8 @@ from __future__ import annotations
 import pytest
 
 from evalkit.otel.mapping import load_starter
-from tests.frameworks.fake_model import (
-    ANSWER,
-    ANSWER_USAGE,
-    CALL_ID,
-    TOOL_ARGS,
-    TOOL_CALL_USAGE,
-    FakeModel,
-)
-from tests.frameworks.harness import observation_of, run_framework, steps, token_sums, tool_calls
-
-QUESTION = "What is the weather in Paris?"
-TOOL_RESULT = "18°C, cloudy in Paris"
+from tests.frameworks.fake_model import CALL_ID, FakeModel
+from tests.frameworks.harness import assert_weather_turn, run_framework, tool_calls
 
 
 def _run(server, admin_token, stream: bool) -> tuple[dict, FakeModel]:
@@ -36,33 +26,8 @@ def _run(server, admin_token, stream: bool) -> tuple[dict, FakeModel]:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["nostream", "stream"])
-def test_langgraph_trajectory(server, admin_token, stream):
+def test_langgraph_turn(server, admin_token, stream):
     report, model = _run(server, admin_token, stream)
-    assert len(model.requests) == 2
-    assert report["trajectory_valid"] is True, report["trajectory_errors"]
-
-    users = [s for s in steps(report) if s["source"] == "user"]
-    assert len(users) == 1, users
-    assert users[0]["message"] == QUESTION
-
-    calls = tool_calls(report)
-    assert len(calls) == 1, calls
-    step, call = calls[0]
-    assert step["source"] == "agent"
-    assert call["function_name"] == "get_weather"
-    assert call["arguments"] == TOOL_ARGS
+    assert_weather_turn(report, model.requests)
+    [(_, call)] = tool_calls(report)
     assert call["tool_call_id"] == CALL_ID
-    [result] = observation_of(report, call["tool_call_id"])
-    assert result["content"] == TOOL_RESULT
-
-    assert report["answer"] == ANSWER
-    prompt = TOOL_CALL_USAGE["prompt_tokens"] + ANSWER_USAGE["prompt_tokens"]
-    completion = TOOL_CALL_USAGE["completion_tokens"] + ANSWER_USAGE["completion_tokens"]
-    assert (prompt, completion) == (130, 22)
-    assert token_sums(report) == (prompt, completion)
-
-
-@pytest.mark.parametrize("stream", [False, True], ids=["nostream", "stream"])
-def test_langgraph_nothing_unread(server, admin_token, stream):
-    report, _ = _run(server, admin_token, stream)
-    assert report["unread"] == []

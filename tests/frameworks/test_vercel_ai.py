@@ -13,19 +13,9 @@ from __future__ import annotations
 import pytest
 
 from evalkit.otel.mapping import load_starter
-from tests.frameworks.fake_model import (
-    ANSWER,
-    ANSWER_USAGE,
-    CALL_ID,
-    TOOL_ARGS,
-    TOOL_CALL_USAGE,
-    FakeModel,
-)
-from tests.frameworks.harness import observation_of, run_framework, steps, token_sums, tool_calls
+from tests.frameworks.fake_model import CALL_ID, FakeModel
+from tests.frameworks.harness import assert_weather_turn, run_framework, tool_calls
 from tests.frameworks.node import run_node_agent
-
-QUESTION = "What is the weather in Paris?"
-TOOL_RESULT = "18°C, cloudy in Paris"
 
 MODES = pytest.mark.parametrize(
     ("stream", "protocol"),
@@ -54,34 +44,8 @@ def _run(server, admin_token, stream: bool, protocol: str) -> tuple[dict, FakeMo
 
 
 @MODES
-def test_vercel_ai_trajectory(server, admin_token, stream, protocol):
+def test_vercel_ai_turn(server, admin_token, stream, protocol):
     report, model = _run(server, admin_token, stream, protocol)
-    assert len(model.requests) == 2
-    assert report["trajectory_valid"] is True, report["trajectory_errors"]
-
-    users = [s for s in steps(report) if s["source"] == "user"]
-    assert len(users) == 1, users
-    assert users[0]["message"] == QUESTION
-
-    calls = tool_calls(report)
-    assert len(calls) == 1, calls
-    step, call = calls[0]
-    assert step["source"] == "agent"
-    assert call["function_name"] == "get_weather"
-    assert call["arguments"] == TOOL_ARGS
-    assert isinstance(call["arguments"], dict)
+    assert_weather_turn(report, model.requests)
+    [(_, call)] = tool_calls(report)
     assert call["tool_call_id"] == CALL_ID
-    [result] = observation_of(report, call["tool_call_id"])
-    assert result["content"] == TOOL_RESULT
-
-    assert report["answer"] == ANSWER
-    prompt = TOOL_CALL_USAGE["prompt_tokens"] + ANSWER_USAGE["prompt_tokens"]
-    completion = TOOL_CALL_USAGE["completion_tokens"] + ANSWER_USAGE["completion_tokens"]
-    assert (prompt, completion) == (130, 22)
-    assert token_sums(report) == (prompt, completion)
-
-
-@MODES
-def test_vercel_ai_nothing_unread(server, admin_token, stream, protocol):
-    report, _ = _run(server, admin_token, stream, protocol)
-    assert report["unread"] == []
