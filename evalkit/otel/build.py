@@ -11,7 +11,8 @@ same trajectory, byte for byte. Steps, in time order:
 - an ``agent`` step with ``llm_call_count: 0`` for a tool span no LLM call asked for.
 
 What the mapping names but a span lacks is listed in :attr:`BuildResult.unread`, one line
-per thing, with the span id.
+per thing, with the span id; what was read but looks wrong (the mapping does not fit the
+instrumentation) in :attr:`BuildResult.findings` (:mod:`evalkit.otel.findings`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Span mappings: where an agent's spans keep what a trajectory needs.
 
 A mapping is a JSON object (stored per agent, in versions) that the trajectory builder
-(:mod:`evalkit.otel.build`) reads spans with. One format covers the two conventions agents
-are traced with: OpenInference (messages flattened into indexed attributes) and the OTel
-GenAI conventions (messages as a JSON string or a structured value in an attribute or the
+(:mod:`evalkit.otel.build`) reads spans with. One format covers the conventions agents are
+traced with: OpenInference (messages flattened into indexed attributes), the OTel GenAI
+conventions (messages as a JSON string or a structured value in an attribute or the
 ``gen_ai.client.inference.operation.details`` event, or one event per message in the older
-form). ``docs/tracing.md`` describes it key by key.
+form), and plain text with the tool calls apart (the Vercel AI SDK); any value may sit
+inside a JSON attribute (:class:`AttributeRef`). ``docs/tracing.md`` describes it key by key.
 
 :func:`validate_mapping` reports every broken rule at once, each with its key path, the
 rule and the fix; :func:`parse_mapping` validates and returns the typed :class:`Mapping`.
@@ -96,7 +97,16 @@ class SpanKinds(_Rule):
     agent: list[SpanMatch] = msgspec.field(default_factory=list)
 
 
-class IndexedMessages(_Rule, tag="indexed", tag_field="form"):
+class _MessageSource(_Rule):
+    """What every form of message source takes."""
+
+    roles: dict[str, Role] = msgspec.field(default_factory=dict)
+    """Roles renamed as read (``{"human": "user", "model": "assistant"}``)."""
+    drop_empty: bool = False
+    """A system or user message with no text makes no step (its tool results still count)."""
+
+
+class IndexedMessages(_MessageSource, tag="indexed", tag_field="form", kw_only=True):
     """Messages flattened into attributes with zero-based indexes, OpenInference style:
     ``<prefix>.<i>.message.role``, ``<prefix>.<i>.message.tool_calls.<j>.tool_call.id``...
     The keys below each message default to OpenInference's names."""
@@ -112,13 +122,9 @@ class IndexedMessages(_Rule, tag="indexed", tag_field="form"):
     contents: str = "message.contents"
     content_type: str = "message_content.type"
     content_text: str = "message_content.text"
-    roles: dict[str, Role] = msgspec.field(default_factory=dict)
-    """Roles renamed as read (``{"human": "user", "model": "assistant"}``)."""
-    drop_empty: bool = False
-    """A system or user message with no text makes no step (its tool results still count)."""
 
 
-class PartsMessages(_Rule, tag="parts", tag_field="form"):
+class PartsMessages(_MessageSource, tag="parts", tag_field="form", kw_only=True):
     """A list of ``{role, parts: [...]}`` messages (the OTel GenAI shape), as a JSON string or
     a structured value, in a span attribute or, failing that, in the attributes of ``event``."""
 
@@ -127,31 +133,26 @@ class PartsMessages(_Rule, tag="parts", tag_field="form"):
     system_attribute: str | None = None
     """Holds system instructions kept apart from the messages (``gen_ai.system_instructions``);
     read for input messages only."""
-    roles: dict[str, Role] = msgspec.field(default_factory=dict)
-    drop_empty: bool = False
 
 
-class TextMessages(_Rule, tag="text", tag_field="form"):
-    """One message from plain attributes: its text in ``attribute`` (a JSON-quoted string is
-    decoded), its tool calls in ``tool_calls`` (a list of call objects, as JSON text or
-    structured), with the role ``role`` (for input messages, ``user`` by default)."""
+class TextMessages(_MessageSource, tag="text", tag_field="form", kw_only=True):
+    """One message from plain attributes: its text in ``attribute`` (a reference with
+    ``json`` decodes a JSON-quoted one), its tool calls in ``tool_calls`` (a list of call
+    objects, as JSON text or structured), with the role ``role`` (for input messages,
+    ``user`` by default)."""
 
     attribute: Names = msgspec.field(default_factory=list)
     tool_calls: Names = msgspec.field(default_factory=list)
     role: Role | None = None
-    roles: dict[str, Role] = msgspec.field(default_factory=dict)
-    drop_empty: bool = False
 
 
-class EventMessages(_Rule, tag="events", tag_field="form"):
+class EventMessages(_MessageSource, tag="events", tag_field="form", kw_only=True):
     """One span event per message (the older GenAI form): the event's name gives the role.
     The message is the JSON object in the ``body`` attribute, else the event's own attributes
     (``content``, ``tool_calls``, ``id``, and ``message`` for a choice)."""
 
     events: dict[str, Role]
     body: str | None = "gen_ai.event.content"
-    roles: dict[str, Role] = msgspec.field(default_factory=dict)
-    drop_empty: bool = False
 
 
 MessageSource = IndexedMessages | PartsMessages | EventMessages | TextMessages
