@@ -56,6 +56,7 @@ def bind(task: Callable[..., Any]) -> Binding:
     except (TypeError, ValueError) as exc:
         raise SdkError(f"cannot read the task's parameters: {exc}") from None
     name = getattr(task, "__qualname__", None) or type(task).__name__
+    name = name.rsplit("<locals>.", 1)[-1]  # a function defined in a function: its own name
     params = [
         p
         for p in signature.parameters.values()
@@ -71,7 +72,8 @@ def bind(task: Callable[..., Any]) -> Binding:
     ]
     if unknown:
         raise SdkError(
-            f"task {name} has the required parameter{'s' if len(unknown) > 1 else ''} "
+            f"the task function {name}() has the required "
+            f"parameter{'s' if len(unknown) > 1 else ''} "
             f"{', '.join(map(repr, unknown))}, which run_experiment cannot fill: a task takes "
             f"any of {', '.join(BINDABLE)} by name (a task with a single parameter of another "
             "name gets the input); rename it, or give it a default"
@@ -81,8 +83,8 @@ def bind(task: Callable[..., Any]) -> Binding:
     keywords = tuple(p.name for p in taken if p.kind != inspect.Parameter.POSITIONAL_ONLY)
     if positional and [p.name for p in params[: len(positional)]] != list(positional):
         raise SdkError(
-            f"task {name} has positional-only parameters run_experiment cannot fill in order; "
-            "drop the '/' from its signature"
+            f"the task function {name}() has positional-only parameters run_experiment cannot "
+            "fill in order; drop the '/' from its signature"
         )
     names = {p.name for p in taken}
     return Binding(

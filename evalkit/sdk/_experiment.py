@@ -332,11 +332,11 @@ class _Runner:
                 "`model` to the task's parameters and pass it on"
             )
         self._check_tracing(experiment.agent)
-        if self.judge is not None:
-            say(f"judge: {self.judge.describe}, called from this process")
         if self.evaluators or self.judge is not None:
             answer = await self.link.get(f"/api/experiments/{experiment.id}/cases", ExperimentCases)
             self.cases = {c.case_id: c.content for c in answer.cases}
+        if self.judge is not None and any(self._needs_judge(case) for case in self.cases):
+            say(f"judge: {self.judge.describe}, called from this process")
         self.batcher = StepBatcher(self.link, experiment.id)
         work = await self.link.work(experiment.id)
         bar = Progress(len(work.runs), f"experiment {experiment.id}", enabled=self.show_progress)

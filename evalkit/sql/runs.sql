@@ -98,7 +98,7 @@ UPDATE experiments e
 SET status = 'finished', finished_at = now(),
     summary = (
         SELECT jsonb_build_object(
-            'runs', count(*),
+            'runs', sum(s.n),
             'by_state', jsonb_object_agg(s.state, s.n),
             'timed_out', sum(s.timed_out),
             'seconds', extract(epoch FROM now() - e.created_at)

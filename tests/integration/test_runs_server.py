@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from evalkit.harness.reference import Behaviour
@@ -531,3 +532,42 @@ def test_the_sweeper_moves_a_run_no_job_would(engine, dev, cli):
         assert detail["by_state"] == {"done": 1}
         # The second start carried the same evalkit_run_id: the harness did not run it twice.
         assert ref.counters.runs_created == 1 and ref.counters.starts[str(run_id)] == 2
+
+
+def test_the_summary_counts_runs_not_states(engine, dev, cli):
+    """summary.runs is the experiment's number of runs, whatever states they ended in."""
+    import asyncio
+
+    from evalkit.db import Database
+    from evalkit.store.runs import finish_experiment_if_done
+
+    with harness() as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        done = cli("run", "finance@dev", "--agent", "ref@dev", "--repetitions", "2", "--json")
+        assert done.code == 0, done.err
+    experiment = done.json["id"]
+    detail = wait_finished(engine, dev, experiment)
+    assert detail["summary"]["runs"] == 6 and detail["summary"]["by_state"] == {"done": 6}
+    with psycopg.connect(engine.db_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE runs SET state = 'failed' WHERE id IN (SELECT id FROM runs "
+            "WHERE experiment_id = %s ORDER BY id LIMIT 2)",
+            [experiment],
+        )
+        conn.execute(
+            "UPDATE experiments SET status = 'running', summary = NULL WHERE id = %s",
+            [experiment],
+        )
+
+    async def finish() -> bool:
+        db = Database(engine.db_url)
+        await db.open()
+        try:
+            async with db.connection() as conn:
+                return await finish_experiment_if_done(conn, experiment)
+        finally:
+            await db.close()
+
+    assert asyncio.run(finish()) is True
+    summary = wait_finished(engine, dev, experiment)["summary"]
+    assert summary["runs"] == 6 and summary["by_state"] == {"done": 4, "failed": 2}

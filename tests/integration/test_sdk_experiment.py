@@ -140,6 +140,15 @@ def test_binding_rules_are_checked_before_the_first_call(dev):
         run_experiment(dataset="finance", agent="mine", task=needs_more, progress=False)
     assert dev.api("GET", "/api/experiments").json() == []
 
+    def task(input, retries):  # the usual name: the message reads well with it too
+        raise AssertionError("never called")
+
+    with pytest.raises(SdkError) as refused:
+        run_experiment(dataset="finance", agent="mine", task=task, progress=False)
+    assert str(refused.value).startswith(
+        "the task function task() has the required parameter 'retries'"
+    )
+
     def one_other_name(q):  # a single parameter of another name gets the input
         return ANSWERS[q["question"]]
 

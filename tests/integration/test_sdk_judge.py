@@ -161,6 +161,37 @@ def answering(tracer, answer: str):
     return task
 
 
+def test_the_judge_is_named_only_when_a_case_has_a_rubric(dev, judge_server, monkeypatch, capsys):
+    """A default judge exists, but the dataset's cases have no rubric: no judge line; once a
+    case has one, the line says which judge grades it, from this process."""
+    setup_default_judge(dev, judge_server)
+    project_with_key(dev, judge_server, monkeypatch)
+    dev.repo.case("plain", "plain-add", "input:\n  question: What is 2 + 3?\n")
+    run_experiment(dataset="plain", agent="mine", task=lambda input: "5", progress=False)
+    assert "judge:" not in capsys.readouterr().err
+    assert judge_server.requests == []
+    run_experiment(dataset="finance", agent="mine", task=lambda input: "5", progress=False)
+    err = capsys.readouterr().err
+    assert "judge: local/judge-default: judge-default at " in err, err
+
+
+def setup_default_judge(dev, judge_server) -> None:
+    admin_api(
+        dev.server,
+        dev.admin,
+        "POST",
+        "/api/llm-providers",
+        json={"name": "local", "base_url": judge_server.base_url, "api_key": "a-server-key"},
+    )
+    admin_api(
+        dev.server,
+        dev.admin,
+        "PUT",
+        "/api/judge-default",
+        json={"provider": "local", "model": "judge-default"},
+    )
+
+
 def test_traced_runs_are_graded_by_the_judge_given_to_run_experiment(dev, judge_server, traced):
     default_judge(dev, judge_server, key=KEY)  # the server could grade them too: it must not
     result = run_experiment(
