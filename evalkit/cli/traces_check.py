@@ -3,33 +3,48 @@
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import quote
 
 from cyclopts import Parameter
 
 from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
-from evalkit.cli.output import emit_json, say
+from evalkit.cli.output import CliError, emit_json, say
 from evalkit.cli.traces import ORPHAN_NOTE, session_kind, traces
 from evalkit.model import otel as wire
+from evalkit.model.names import Ref
 
 
 @traces.command(name="check")
 def traces_check(
-    session_id: Annotated[str, Parameter(help="The session id (for a run: its session).")],
+    session_id: Annotated[
+        str,
+        Parameter(help="The session id (for a run: its session), or an orphan trace's id."),
+    ],
     /,
     *,
-    agent: Annotated[str, Parameter(help="The session's agent, NAME@WORKSPACE.")],
+    agent: Annotated[
+        str | None,
+        Parameter(
+            help="The session's agent, NAME@WORKSPACE. Needed only when more than one agent "
+            "has a session of that id; without it, the agent is the one that has it."
+        ),
+    ] = None,
     json: JsonFlag = False,
 ) -> int:
     """Show what the server makes of a session: its spans, the trajectory the agent's
     active mapping builds from them, step by step, and every thing the mapping could not
     read, and what looks wrong though it was read (a JSON answer, an envelope around a tool's
     result, an empty user step, spans of a known convention the mapping does not classify).
-    Exits 1 when the trajectory is not valid ATIF, something went unread, or a finding holds."""
+    Exits 1 when the trajectory is not valid ATIF, something went unread, or a finding holds.
+
+    Without --agent, the session is looked up by its id in every agent; when more than one
+    agent has it, the command lists them and exits 2: say which with --agent."""
     with Client() as client:
-        ref = client.resolve(agent, "agent")
+        ref = client.resolve(agent, "agent") if agent else _agent_of(client, session_id)
         check: wire.TraceCheck = client.get(
-            f"/api/workspaces/{ref.workspace}/agents/{ref.name}/sessions/{session_id}/check",
+            f"/api/workspaces/{ref.workspace}/agents/{ref.name}/sessions/"
+            f"{quote(session_id, safe='')}/check",
             type=wire.TraceCheck,
         )
     if json:
@@ -67,6 +82,22 @@ def traces_check(
         for line in check.trajectory_errors[:20]:
             say(f"    {line}")
     return _exit_code(check)
+
+
+def _agent_of(client: Client, session_id: str) -> Ref:
+    """The one agent that has a session (or orphan trace) of this id."""
+    found: list[wire.TraceSession] = client.get(
+        f"/api/traces/{quote(session_id, safe='')}", type=list[wire.TraceSession]
+    )
+    agents = {str(ref): ref for ref in (Ref(s.agent, s.workspace) for s in found)}
+    if len(agents) > 1:
+        raise CliError(
+            f"{len(agents)} agents have a session {session_id!r}: {', '.join(sorted(agents))}; "
+            "say which with --agent NAME@WORKSPACE",
+            exit_code=2,
+        )
+    [ref] = agents.values()  # the server answers 404 no-such-session when no agent has it
+    return ref
 
 
 def _exit_code(check: wire.TraceCheck) -> int:

@@ -237,6 +237,33 @@ JOIN workspaces w ON w.id = a.workspace_id
 ORDER BY x.last_received_at DESC, x.session_id
 LIMIT %(limit)s;
 
+-- name: session_list_by_id :many
+-- The sessions of every agent whose id is this one (a session id is unique per agent only),
+-- and the orphan traces whose trace id it is (%(trace_id)s: NULL when the id is not 32 hex
+-- digits), by workspace then agent, a session before an orphan trace. Each agent is looked
+-- up through the primary keys, so the cost grows with the agents, not with their sessions.
+SELECT x.*, a.name AS agent, w.name AS workspace
+FROM agents a
+JOIN workspaces w ON w.id = a.workspace_id
+CROSS JOIN LATERAL (
+    SELECT s.agent_id, s.session_id, s.run_id, s.first_span_at, s.last_span_at,
+           s.first_received_at, s.last_received_at, s.span_count, s.bytes, s.rejected_spans,
+           s.truncated, false AS unassigned
+    FROM sessions s
+    WHERE s.agent_id = a.id AND s.session_id = %(session_id)s
+    UNION ALL
+    SELECT t.agent_id, encode(t.trace_id, 'hex'), NULL::bigint, t.first_span_at,
+           t.last_span_at,
+           coalesce((SELECT min(k.received_at) FROM span_keys k
+                     WHERE k.agent_id = t.agent_id AND k.trace_id = t.trace_id),
+                    t.last_received_at),
+           t.last_received_at, t.pending_spans, t.pending_bytes, 0, false, true
+    FROM trace_sessions t
+    WHERE t.agent_id = a.id AND t.trace_id = %(trace_id)s::bytea AND t.session_id IS NULL
+      AND t.orphan
+) AS x
+ORDER BY w.name, a.name, x.unassigned;
+
 -- name: session_delete_before :exec
 -- Forget sessions that received nothing since the cutoff (their spans are gone).
 DELETE FROM sessions WHERE last_received_at < %(cutoff)s;

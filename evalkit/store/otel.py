@@ -551,6 +551,15 @@ def session_from_row(row: dict[str, Any]) -> wire.TraceSession:
     )
 
 
+async def sessions_by_id(conn: Conn, session_id: str) -> list[wire.TraceSession]:
+    """Every agent's session whose id is ``session_id``, and every orphan trace whose trace
+    id (hex) it is, by workspace then agent: a session id is unique per agent only."""
+    rows = await conn.all(
+        "session_list_by_id", session_id=session_id, trace_id=_trace_id(session_id)
+    )
+    return [session_from_row(row) for row in rows]
+
+
 async def list_sessions(conn: Conn, agent_id: int | None, limit: int) -> list[wire.TraceSession]:
     rows = await conn.all("session_list", agent_id=agent_id, limit=limit)
     return [session_from_row(row) for row in rows]

@@ -141,6 +141,7 @@ async def test_a_trace_no_span_names_a_session_is_an_orphan_until_its_root_comes
     assert checked.json["spans_read"] == 2
     text = cli("traces", "check", trace, "--agent", "bot")
     assert f"orphan trace {trace}" in text.out and "root span never arrived" in text.out
+    assert cli("traces", "check", trace, "--json").json == checked.json  # no --agent needed
 
     assert await run_job(server) == {"assigned": 0, "orphans": 0}  # looked at once
     # the root comes after all, naming no session either: the trace is its own session

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 
+import httpx
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from evalkit.otel.mapping import load_starter
-from tests.integration.datasets_helpers import add_user, login
+from tests.integration.datasets_helpers import add_user, admin_api, login
 from tests.integration.otel_helpers import (
     MAPPING,
     agent_session,
+    api,
     exporter,
     make_agent,
     mint,
@@ -39,6 +41,83 @@ def test_check_shows_the_steps_and_what_went_unread(server, cli, admin_token):
 
     missing = cli("traces", "check", "nope", "--agent", "bot")
     assert missing.code == 1 and "no session 'nope'" in missing.err
+
+
+def send_session(server, token: str, workspace: str, session_id: str) -> None:
+    """An agent ``bot`` in ``workspace`` (made with ``token``) and one session of it."""
+    make_agent(server, token, workspace)
+    with recorder() as (tracer, memory):
+        agent_session(tracer, session_id)
+        spans = memory.get_finished_spans()
+    sender = exporter(server, mint(server, token, workspace))
+    assert sender.export(spans) == SpanExportResult.SUCCESS
+
+
+def test_without_agent_the_one_agent_that_has_the_session_is_checked(server, cli, admin_token):
+    login(cli, server)
+    send_session(server, admin_token, "admin", "s1")
+
+    found = cli("traces", "check", "s1", "--json")
+    named = cli("traces", "check", "s1", "--agent", "bot@admin", "--json")
+    assert found.code == named.code and found.err == named.err == ""
+    assert found.json == named.json
+    assert found.json["session"]["agent"] == "bot" and found.json["spans_read"] == 3
+    text = cli("traces", "check", "s1")
+    assert text.out == cli("traces", "check", "s1", "--agent", "bot").out
+    assert text.out.startswith("session s1 of bot@admin, mapping v1")
+
+
+def test_a_session_id_two_agents_have_needs_agent(server, cli, admin_token):
+    login(cli, server)
+    admin_api(server, admin_token, "POST", "/api/workspaces", json={"name": "team"})
+    send_session(server, admin_token, "admin", "s1")
+    send_session(server, admin_token, "team", "s1")
+
+    r = api(server, admin_token, "GET", "/api/traces/s1")
+    assert r.status_code == 200, r.text
+    assert [(s["agent"], s["workspace"]) for s in r.json()] == [("bot", "admin"), ("bot", "team")]
+
+    refused = cli("traces", "check", "s1")
+    assert refused.code == 2 and refused.out == ""
+    assert "2 agents have a session 's1': bot@admin, bot@team" in refused.err
+    assert "--agent NAME@WORKSPACE" in refused.err
+    picked = cli("traces", "check", "s1", "--agent", "bot@team", "--json")
+    assert picked.json["session"]["workspace"] == "team", picked.err
+    assert picked.json["trajectory_valid"] is True
+
+
+def test_a_session_in_someone_elses_personal_workspace(server, cli, admin_token):
+    """read-all: every logged-in user reads every workspace, other people's personal ones
+    included, so the lookup without --agent finds rob's session for sue too; an agent token
+    (the collector only) and an anonymous caller find nothing."""
+    rob = add_user(server, admin_token, "rob")
+    sue = add_user(server, admin_token, "sue")
+    send_session(server, rob, "rob", "r1")
+    cli.monkeypatch.setenv("EVALKIT_SERVER_URL", server.url)
+
+    found = cli("traces", "check", "r1", "--json", token=sue)
+    assert found.err == "" and found.json["session"]["workspace"] == "rob"
+    named = cli("traces", "check", "r1", "--agent", "bot@rob", "--json", token=sue)
+    assert found.json == named.json
+
+    agent_token = mint(server, rob, "rob")
+    refused = cli("traces", "check", "r1", token=agent_token)
+    assert refused.code == 1 and "[agent-token-scope]" in refused.err
+    anonymous = httpx.get(f"{server.url}/api/traces/r1")
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"]["code"] == "login-required"
+
+
+def test_an_id_no_agent_has_is_no_such_session(server, cli, admin_token):
+    login(cli, server)
+    send_session(server, admin_token, "admin", "s1")
+
+    missing = cli("traces", "check", "nope")
+    assert missing.code == 1 and missing.out == ""
+    assert "no agent has a session 'nope'" in missing.err
+    assert missing.err.rstrip().endswith("[no-such-session]")
+    r = api(server, admin_token, "GET", "/api/traces/nope")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "no-such-session"
 
 
 def test_excluded_spans_are_stored_and_readable_by_everyone(server, cli, admin_token):

@@ -271,6 +271,7 @@ ROUTES: dict[tuple[str, str], list[tuple[str, str]]] = {
     ("POST", "/api/otel/v1/metrics"): [(NONE, "collector")],
     ("POST", "/api/otel/v1/logs"): [(NONE, "collector")],
     ("GET", "/api/traces"): [(NONE, "read")],
+    ("GET", "/api/traces/{session}"): same(WS2, "read"),
     ("GET", "/api/trace-sessions"): [(NONE, "read")],
     ("GET", _AGENT + "/sessions"): same(WS2, "read"),
     ("GET", _AGENT + "/sessions/{session}"): same(WS2, "read"),

@@ -463,6 +463,25 @@ async def traces_list_all(call: Call) -> list[wire.TraceSession]:
         return await store.list_sessions(conn, None, limit)
 
 
+async def traces_find(call: Call) -> list[wire.TraceSession]:
+    """The sessions with this id (and orphan traces with this trace id) of every agent: what
+    `evalkit traces check SESSION_ID` without --agent looks the agent up in. Everyone logged
+    in reads every workspace (read-all), so every agent is searched."""
+    access.require_read(call.actor)
+    session_id = call.param("session")
+    async with call.db.connection() as conn:
+        found = await store.sessions_by_id(conn, session_id)
+    if not found:
+        raise NotFound(
+            f"no agent has a session {session_id!r} (nor an orphan trace of that id): no span "
+            "with that session id reached the collector (check the exporter's endpoint and "
+            "token, and that the spans carry the attribute the agent's mapping names); see "
+            "`evalkit traces list`",
+            code="no-such-session",
+        )
+    return found
+
+
 async def _agent(call: Call, conn: Any) -> AgentRow:
     ws = await get_workspace(conn, call.actor, call.param("workspace"))
     return await get_agent(conn, ws.id, call.param("agent"))
@@ -528,6 +547,16 @@ ENDPOINTS = [
         traces_list_all,
         "Trace sessions of every agent, and orphan traces (no root span, no session "
         "attribute), most recently active first (?limit=, default 100)",
+        returns=list[wire.TraceSession],
+        tags=["otel"],
+    ),
+    Endpoint(
+        "GET",
+        "/api/traces/{session}",
+        traces_find,
+        "The trace sessions with this id, of every agent (a session id is unique per agent "
+        "only), and the orphan traces with this trace id, by workspace then agent; 404 "
+        "when no agent has one",
         returns=list[wire.TraceSession],
         tags=["otel"],
     ),
