@@ -338,6 +338,7 @@ _CALL_ID_KEYS = ("call_id", "toolCallId", "tool_call_id", "tool_use_id", "id")
 _CALL_NAME_KEYS = ("name", "toolName")
 _ARGUMENT_KEYS = ("arguments", "input", "args")
 _RESULT_KEYS = ("response", "result", "output", "content")
+_TYPED_OUTPUTS = frozenset({"text", "json", "error-text", "error-json", "content"})
 
 
 def _parts_message(item: dict[str, Any], where: str) -> Message:
@@ -412,18 +413,7 @@ def _call_object(call: dict[str, Any], where: str) -> Call:
 def _tool_content(value: Any) -> Any:
     """A tool result as sent back to the model, unwrapped from the Vercel AI SDK's typed
     output (``{"type": "text" | "json", "value": ...}``) and from lists of text blocks."""
-    if (
-        isinstance(value, dict)
-        and "value" in value
-        and value.get("type")
-        in (
-            "text",
-            "json",
-            "error-text",
-            "error-json",
-            "content",
-        )
-    ):
+    if isinstance(value, dict) and "value" in value and value.get("type") in _TYPED_OUTPUTS:
         value = value["value"]
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         text = text_of(value)
