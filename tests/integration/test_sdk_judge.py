@@ -75,20 +75,7 @@ def test_a_judge_given_to_run_experiment(dev, judge_server, monkeypatch):
 
 def test_the_servers_default_judge_is_called_from_the_sdk(dev, judge_server, monkeypatch):
     project_with_key(dev, judge_server, monkeypatch)
-    admin_api(
-        dev.server,
-        dev.admin,
-        "POST",
-        "/api/llm-providers",
-        json={"name": "local", "base_url": judge_server.base_url, "api_key": "a-server-key"},
-    )
-    admin_api(
-        dev.server,
-        dev.admin,
-        "PUT",
-        "/api/judge-default",
-        json={"provider": "local", "model": "judge-default"},
-    )
+    default_judge(dev, judge_server)
     result = run_experiment(
         dataset="finance", agent="mine", task=lambda input: "It is 4.", progress=False
     )
@@ -164,7 +151,7 @@ def answering(tracer, answer: str):
 def test_the_judge_is_named_only_when_a_case_has_a_rubric(dev, judge_server, monkeypatch, capsys):
     """A default judge exists, but the dataset's cases have no rubric: no judge line; once a
     case has one, the line says which judge grades it, from this process."""
-    setup_default_judge(dev, judge_server)
+    default_judge(dev, judge_server)
     project_with_key(dev, judge_server, monkeypatch)
     dev.repo.case("plain", "plain-add", "input:\n  question: What is 2 + 3?\n")
     run_experiment(dataset="plain", agent="mine", task=lambda input: "5", progress=False)
@@ -173,23 +160,6 @@ def test_the_judge_is_named_only_when_a_case_has_a_rubric(dev, judge_server, mon
     run_experiment(dataset="finance", agent="mine", task=lambda input: "5", progress=False)
     err = capsys.readouterr().err
     assert "judge: local/judge-default: judge-default at " in err, err
-
-
-def setup_default_judge(dev, judge_server) -> None:
-    admin_api(
-        dev.server,
-        dev.admin,
-        "POST",
-        "/api/llm-providers",
-        json={"name": "local", "base_url": judge_server.base_url, "api_key": "a-server-key"},
-    )
-    admin_api(
-        dev.server,
-        dev.admin,
-        "PUT",
-        "/api/judge-default",
-        json={"provider": "local", "model": "judge-default"},
-    )
 
 
 def test_traced_runs_are_graded_by_the_judge_given_to_run_experiment(dev, judge_server, traced):
