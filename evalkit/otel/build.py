@@ -458,7 +458,7 @@ class _Builder:
                 fix = (
                     f'read the text with {{"attribute": "{attribute}", "path": "{path}"}} in '
                     "tool.result"
-                    if isinstance(name, str) and self._is_tool_attribute(name)
+                    if isinstance(name, str) and name in names(self.m.tool.result)
                     else "read the tool spans' result attribute at that path (tool.result)"
                 )
                 findings.append(
@@ -471,9 +471,6 @@ class _Builder:
                     )
                 )
         return findings
-
-    def _is_tool_attribute(self, name: str) -> bool:
-        return name in names(self.m.tool.result)
 
     def _user_step_findings(self, steps: list[_Step]) -> list[Finding]:
         findings = []

@@ -189,7 +189,10 @@ def load(path: str | Path) -> list[Span]:
 
 
 def _main(argv: list[str]) -> int:
+    """Run a part's script (a venv part, or a node part: one with a package.json) against a
+    capture and the fake model, and write the spans that arrived."""
     from tests.frameworks.fake_model import FakeModel
+    from tests.frameworks.node import part_dir, run_node_agent
     from tests.frameworks.venvs import run_agent
 
     if len(argv) < 3:
@@ -209,7 +212,8 @@ def _main(argv: list[str]) -> int:
             "FAKE_MODEL_STREAM": "0",
             **extra,
         }
-        done = run_agent(part, script, env)
+        node = (part_dir(part) / "package.json").exists()
+        done = (run_node_agent if node else run_agent)(part, script, env)
         spans = capture.spans
     print(done.stdout.strip())
     print(f"{len(spans)} spans, {len(model.requests)} model requests", file=sys.stderr)

@@ -23,8 +23,7 @@ EVALKIT_SESSION_ID (a fresh id unless given), then polls ``GET /api/workspaces/a
 <agent>/sessions/<sid>/check`` until the session is there and its span count is steady,
 and returns that check report (the TraceCheck of evalkit/model/otel.py as JSON).
 ``runner(env) -> CompletedProcess`` replaces running ``part/script`` with
-:func:`tests.frameworks.venvs.run_agent` (for a node part, say). :func:`run_framework_session`
-does the same and returns a :class:`FrameworkRun` with the agent's stdout as well.
+:func:`tests.frameworks.venvs.run_agent` (for a node part, say).
 
 Helpers to read an ATIF trajectory are below (:func:`tool_calls`, :func:`observation_of`,
 :func:`token_sums`).
@@ -36,7 +35,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from tests.frameworks.venvs import run_agent
@@ -45,44 +43,6 @@ from tests.integration.otel_helpers import TRACES, api, make_agent, mint
 WORKSPACE = "admin"
 """The admin's personal workspace, where the framework agents are created."""
 POLL_SECONDS = 10.0
-
-
-@dataclass
-class FrameworkRun:
-    report: dict[str, Any]
-    """The session's check report (TraceCheck as JSON)."""
-    stdout: str
-    stderr: str
-    session_id: str
-    agent: str
-    workspace: str = WORKSPACE
-
-
-def run_framework_session(
-    server: Any,
-    admin_token: str,
-    *,
-    part: str,
-    script: str,
-    env: Mapping[str, str],
-    mapping: dict[str, Any],
-    agent: str | None = None,
-    session_id: str | None = None,
-    runner: Callable[[dict[str, str]], subprocess.CompletedProcess[str]] | None = None,
-) -> FrameworkRun:
-    name = agent or part.replace("_", "-").lower()
-    make_agent(server, admin_token, WORKSPACE, name=name, mapping=mapping)
-    token = mint(server, admin_token, WORKSPACE, name)
-    sid = session_id or f"{part}-{uuid.uuid4().hex[:12]}"
-    full_env = {
-        "EVALKIT_OTLP_ENDPOINT": server.url + TRACES,
-        "EVALKIT_AGENT_TOKEN": token,
-        "EVALKIT_SESSION_ID": sid,
-        **env,
-    }
-    done = runner(full_env) if runner is not None else run_agent(part, script, full_env)
-    report = check_report(server, admin_token, name, sid)
-    return FrameworkRun(report, done.stdout, done.stderr, sid, name)
 
 
 def run_framework(
@@ -98,17 +58,21 @@ def run_framework(
     runner: Callable[[dict[str, str]], subprocess.CompletedProcess[str]] | None = None,
 ) -> dict[str, Any]:
     """The check report of the session the part's script traced (see the module doc)."""
-    return run_framework_session(
-        server,
-        admin_token,
-        part=part,
-        script=script,
-        env=env,
-        mapping=mapping,
-        agent=agent,
-        session_id=session_id,
-        runner=runner,
-    ).report
+    name = agent or part.replace("_", "-").lower()
+    make_agent(server, admin_token, WORKSPACE, name=name, mapping=mapping)
+    token = mint(server, admin_token, WORKSPACE, name)
+    sid = session_id or f"{part}-{uuid.uuid4().hex[:12]}"
+    full_env = {
+        "EVALKIT_OTLP_ENDPOINT": server.url + TRACES,
+        "EVALKIT_AGENT_TOKEN": token,
+        "EVALKIT_SESSION_ID": sid,
+        **env,
+    }
+    if runner is not None:
+        runner(full_env)
+    else:
+        run_agent(part, script, full_env)
+    return check_report(server, admin_token, name, sid)
 
 
 def check_report(

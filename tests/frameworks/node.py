@@ -15,7 +15,6 @@ import fcntl
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -135,41 +134,3 @@ def _text(value: str | bytes | None) -> str:
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     return value or ""
-
-
-def _main(argv: list[str]) -> int:
-    """``python -m tests.frameworks.node PART SCRIPT OUT.json [KEY=VALUE ...]``: run a node
-    part's script against a capture and the fake model and write the spans that arrived (as
-    ``python -m tests.frameworks.capture`` does for the venv parts)."""
-    from tests.frameworks.capture import Capture, dump
-    from tests.frameworks.fake_model import FakeModel
-
-    if len(argv) < 3:
-        print(
-            "usage: python -m tests.frameworks.node PART SCRIPT OUT.json [KEY=VALUE ...]",
-            file=sys.stderr,
-        )
-        return 2
-    part, script, out, *pairs = argv
-    extra = dict(pair.split("=", 1) for pair in pairs)
-    with FakeModel() as model, Capture() as capture:
-        env = {
-            "EVALKIT_OTLP_ENDPOINT": capture.endpoint,
-            "EVALKIT_AGENT_TOKEN": "capture-token",
-            "EVALKIT_SESSION_ID": "captured-session",
-            "FAKE_MODEL_URL": model.base_url,
-            "FAKE_MODEL_STREAM": "0",
-            **extra,
-        }
-        done = run_node_agent(part, script, env)
-        spans = capture.spans
-    print(done.stdout.strip())
-    print(f"{len(spans)} spans, {len(model.requests)} model requests", file=sys.stderr)
-    for err in capture.errors:
-        print(f"refused: {err}", file=sys.stderr)
-    dump(spans, out)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main(sys.argv[1:]))
