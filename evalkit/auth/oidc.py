@@ -19,9 +19,6 @@ the egress policy that guards user-supplied URLs.
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,13 +47,6 @@ DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 def looks_like_jwt(token: str) -> bool:
     """Three base64url parts, the first a JSON header: our own tokens never look like it."""
     return token.startswith("eyJ") and token.count(".") == 2
-
-
-def pkce_pair() -> tuple[str, str]:
-    """A PKCE code verifier and its S256 challenge (RFC 7636)."""
-    verifier = secrets.token_urlsafe(48)
-    digest = hashlib.sha256(verifier.encode()).digest()
-    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 @dataclass

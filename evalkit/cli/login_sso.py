@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import msgspec
 
-from evalkit.auth.oidc import pkce_pair
+from evalkit.auth.pkce import pkce_pair
 from evalkit.auth.tokens import values_match
 from evalkit.cli.output import CliError, note, say
 from evalkit.model import api

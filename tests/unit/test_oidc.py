@@ -13,6 +13,7 @@ from joserfc import jwt
 from joserfc.jwk import ECKey, OctKey, RSAKey
 
 from evalkit.auth import oidc
+from evalkit.auth.pkce import pkce_pair
 from evalkit.config import OidcSettings
 from evalkit.errors import BadGateway, BadRequest, Unauthorized
 from evalkit.store.login_limits import MAX_WAIT_SECONDS, wait_after
@@ -190,7 +191,7 @@ def test_provider_for_refuses_when_sso_is_off():
 
 
 def test_pkce_pair_is_s256():
-    verifier, challenge = oidc.pkce_pair()
+    verifier, challenge = pkce_pair()
     assert 43 <= len(verifier) <= 128
     digest = hashlib.sha256(verifier.encode()).digest()
     assert challenge == base64.urlsafe_b64encode(digest).rstrip(b"=").decode()

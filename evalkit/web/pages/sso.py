@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from evalkit.auth import oidc
+from evalkit.auth.pkce import pkce_pair
 from evalkit.auth.tokens import values_match
 from evalkit.errors import ApiError
 from evalkit.store import accounts, identities
@@ -73,7 +74,7 @@ def _login_again(call: WebCall, message: str, status: int = 400) -> Response:
 
 async def sso_start(call: WebCall) -> Response:
     provider = oidc.provider_for(call.settings.auth.oidc, call.request.app.state)
-    verifier, challenge = oidc.pkce_pair()
+    verifier, challenge = pkce_pair()
     flow = {
         "state": secrets.token_urlsafe(24),
         "nonce": secrets.token_urlsafe(24),
