@@ -115,6 +115,15 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return self.blob_url or (self.data_path / "blobs").as_uri()
 
 
+def public_url(settings: Settings) -> str:
+    """The server's base URL as users and harnesses reach it: ``server.public_url``, else
+    the address it listens on."""
+    if settings.server.public_url:
+        return settings.server.public_url.rstrip("/")
+    host = settings.server.host
+    return f"http://{'[' + host + ']' if ':' in host else host}:{settings.server.port}"
+
+
 _RETIRED_KEYS = {
     ("mcp", "oauth"): (
         "'mcp.oauth' is no longer read: move the issuer, client id and secret to 'auth.oidc' "

@@ -20,7 +20,7 @@ from hypercorn.config import Config as HypercornConfig
 
 from evalkit.auth import passwords
 from evalkit.auth.secrets import GENERATE_KEY_COMMAND, generate_key
-from evalkit.config import Settings
+from evalkit.config import Settings, public_url
 from evalkit.db import Database
 from evalkit.embedded import EmbeddedPostgres
 from evalkit.errors import ConfigError, Conflict, EvalkitError
@@ -287,13 +287,6 @@ def _stop_on_signals() -> asyncio.Event:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     return stop
-
-
-def public_url(settings: Settings) -> str:
-    if settings.server.public_url:
-        return settings.server.public_url.rstrip("/")
-    host = settings.server.host
-    return f"http://{'[' + host + ']' if ':' in host else host}:{settings.server.port}"
 
 
 GC_YOUNG_THRESHOLD = 20_000

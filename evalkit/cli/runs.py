@@ -22,13 +22,12 @@ from evalkit.model import api
 from evalkit.model import runs as wire
 from evalkit.model.agents import Agent
 from evalkit.model.harness import Capabilities
+from evalkit.model.runs import TERMINAL
 
 experiments = App(name="experiments", help="Experiments: one agent over one dataset's cases.")
 app.command(experiments)
 runs = App(name="runs", help="Runs: one case and repetition of an experiment.")
 app.command(runs)
-
-TERMINAL = ("done", "failed", "errored")
 
 
 @app.command(name="run")
@@ -376,6 +375,17 @@ def _trajectory_text(r: wire.RunRow) -> str | None:
 # --------------------------------------------------------------------------- runs
 
 
+def _print_events(events: list[wire.RunEvent]) -> None:
+    """The run's state changes, one line each: when, from -> to, by whom, why."""
+    if not events:
+        return
+    say("  state changes:")
+    for e in events:
+        attempt = f" (attempt {e.attempts})" if e.attempts else ""
+        why = f": {e.why}" if e.why else ""
+        say(f"    {e.at:%H:%M:%S} {e.from_state} -> {e.to_state}{attempt} by {e.actor}{why}")
+
+
 @runs.command(name="show")
 def runs_show(
     run_id: Annotated[int, Parameter(help="The run's id (see `evalkit experiments show`).")],
@@ -419,6 +429,7 @@ def runs_show(
         for key, value in (r.trajectory_summary or {}).items():
             if value not in (None, [], {}):
                 say(f"    {key}: {value}")
+    _print_events(r.events)
     # ---- scores, every round (evalkit/cli/scores.py)
     from evalkit.cli.scores import print_run_scores
 

@@ -10,6 +10,7 @@ from evalkit.cli.app import JsonFlag, app
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, say, table
 from evalkit.model import schedules as wire
+from evalkit.model.runs import TERMINAL
 
 schedules = App(
     name="schedules",
@@ -24,7 +25,6 @@ ScheduleRef = Annotated[
     str,
     Parameter(help="A schedule's id, or NAME@WORKSPACE (NAME: your personal workspace)."),
 ]
-TERMINAL = ("done", "failed", "errored")
 
 
 @schedules.command(name="create")

@@ -12,7 +12,7 @@ from cyclopts import App, Parameter
 from evalkit import __version__
 from evalkit.cli.app import JsonFlag, app
 from evalkit.cli.output import emit_json, note, say
-from evalkit.config import Settings, load_settings
+from evalkit.config import Settings, load_settings, public_url
 
 if TYPE_CHECKING:
     # imported inside the commands: alembic and SQLAlchemy take a second and a half to load,
@@ -100,7 +100,7 @@ async def _serve(settings: Settings, target: serve.DatabaseTarget, with_worker: 
         serve.tune_gc_for_serving()
         worker = " with a worker" if with_worker else ""
         note(
-            f"evalkit {__version__} serving on {serve.public_url(settings)}{worker} "
+            f"evalkit {__version__} serving on {public_url(settings)}{worker} "
             f"({_describe(target, settings)}); Ctrl-C stops it"
         )
 

@@ -1,13 +1,8 @@
 """The procrastinate application. Tasks register on ``app`` when their modules are imported
-(``TASK_MODULES``).
+(``TASK_MODULES``); :mod:`evalkit.jobs.queue` queues them.
 
 Only the worker opens the app's own connection pool (:func:`bind` then ``open_async``). The
-edge defers jobs on its own database connection, inside the transaction that writes the rows
-the job will act on, so a job exists exactly when its data does::
-
-    async with db.transaction() as conn:
-        ...
-        await defer(conn, "run_start", run_id=run_id)
+edge queues jobs on its own database connection (see :mod:`evalkit.jobs.queue`).
 """
 
 from __future__ import annotations
@@ -19,9 +14,8 @@ import procrastinate
 import procrastinate.jobs
 import procrastinate.worker
 from procrastinate import RetryStrategy
-from procrastinate.exceptions import AlreadyEnqueued, ConnectorException, UniqueViolation
+from procrastinate.exceptions import ConnectorException, UniqueViolation
 
-from evalkit.db import Conn
 from evalkit.errors import DatabaseError
 
 TASK_MODULES = [
@@ -86,38 +80,3 @@ def bind(url: str, *, max_size: int = 10) -> procrastinate.App:
     app.connector = connector
     app.job_manager.connector = connector
     return app
-
-
-async def defer(
-    conn: Conn | None,
-    task_name: str,
-    *,
-    queueing_lock: str | None = None,
-    schedule_in: float | None = None,
-    **kwargs: Any,
-) -> int | None:
-    """Queue ``task_name``. On ``conn`` it commits (or rolls back) with the caller's
-    transaction; with ``conn=None`` it goes through the worker's own pool.
-
-    With a ``queueing_lock``, a job already waiting under that lock makes this a no-op
-    (``None``): the waiting job does the same work.
-    """
-    load_tasks()
-    options: dict[str, Any] = {}
-    if queueing_lock is not None:
-        options["queueing_lock"] = queueing_lock
-    if schedule_in is not None and schedule_in > 0:
-        options["schedule_in"] = {"seconds": schedule_in}
-    if conn is None:
-        task = app.configure_task(task_name, **options)
-        try:
-            return await task.defer_async(**kwargs)
-        except AlreadyEnqueued:
-            return None
-    task = app.configure_task(task_name, connection=conn.raw, **options)
-    try:
-        # A savepoint: a refused lock must not abort the caller's transaction.
-        async with conn.raw.transaction():
-            return await task.defer_async(**kwargs)
-    except AlreadyEnqueued:
-        return None

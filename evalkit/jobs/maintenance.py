@@ -8,6 +8,7 @@ from procrastinate import App, JobContext
 from procrastinate.exceptions import UniqueViolation
 from procrastinate.jobs import Status
 
+from evalkit.jobs import queue, runtime
 from evalkit.jobs.app import DATABASE_RETRY, app
 
 log = logging.getLogger("evalkit.jobs")
@@ -15,16 +16,14 @@ log = logging.getLogger("evalkit.jobs")
 
 @app.periodic(cron="*/1 * * * *", periodic_id="retry-stalled-jobs")
 @app.task(
-    name="retry_stalled_jobs",
-    queueing_lock="retry_stalled_jobs",
+    name=queue.RETRY_STALLED_JOBS,
+    queueing_lock=queue.RETRY_STALLED_JOBS,
     retry=DATABASE_RETRY,
     pass_context=True,
 )
 async def retry_stalled_jobs(context: JobContext, timestamp: int) -> int:
     """Put jobs of workers that stopped sending heartbeats back in the queue."""
-    from evalkit.jobs.runtime import settings
-
-    return await requeue_stalled(context.app, settings().worker.stalled_seconds)
+    return await requeue_stalled(context.app, runtime.settings().worker.stalled_seconds)
 
 
 async def requeue_stalled(jobs: App, seconds: float) -> int:
@@ -44,12 +43,10 @@ async def requeue_stalled(jobs: App, seconds: float) -> int:
 
 @app.periodic(cron="17 * * * *", periodic_id="delete-stale-login-tokens")
 @app.task(
-    name="delete_stale_login_tokens",
-    queueing_lock="delete_stale_login_tokens",
+    name=queue.DELETE_STALE_LOGIN_TOKENS,
+    queueing_lock=queue.DELETE_STALE_LOGIN_TOKENS,
     retry=DATABASE_RETRY,
 )
 async def delete_stale_login_tokens(timestamp: int) -> None:
-    from evalkit.jobs.runtime import database
-
-    async with database().connection() as conn:
+    async with runtime.database().connection() as conn:
         await conn.execute("login_token_delete_stale")

@@ -1,4 +1,4 @@
-"""The collector's periodic jobs and its settle-job queueing.
+"""The collector's periodic jobs: span partitions and traces without their root span.
 
 Span partitions: the migration creates today's and tomorrow's partitions and the collector
 creates a missing one itself, so a fresh server takes spans before any worker ran;
@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
-from procrastinate.exceptions import AlreadyEnqueued
 
 from evalkit.config import OtelSettings
-from evalkit.db import Conn, Database
-from evalkit.jobs.app import DATABASE_RETRY, app, defer, load_tasks
+from evalkit.db import Database
+from evalkit.jobs import queue, runtime
+from evalkit.jobs.app import DATABASE_RETRY, app
+from evalkit.store import otel as store
 
 log = logging.getLogger("evalkit.otel")
 
@@ -29,16 +28,15 @@ DAYS_AHEAD = 3
 
 
 @app.periodic(cron="7 * * * *", periodic_id="span-partitions")
-@app.task(name="span_partitions", queueing_lock="span_partitions", retry=DATABASE_RETRY)
+@app.task(name=queue.SPAN_PARTITIONS, queueing_lock=queue.SPAN_PARTITIONS, retry=DATABASE_RETRY)
 async def span_partitions(timestamp: int) -> dict[str, list[str]]:
     """Create the coming days' span partitions and drop those past retention."""
-    from evalkit.jobs.runtime import database, settings
-    from evalkit.store import otel
-
     today = datetime.now(UTC).date()
-    async with database().connection() as conn:
-        created = await otel.ensure_partitions_ahead(conn, today, DAYS_AHEAD)
-        dropped = await otel.drop_old_partitions(conn, today, settings().otel.retention_days)
+    async with runtime.database().connection() as conn:
+        created = await store.ensure_partitions_ahead(conn, today, DAYS_AHEAD)
+        dropped = await store.drop_old_partitions(
+            conn, today, runtime.settings().otel.retention_days
+        )
     for name in dropped:
         log.info("dropped span partition %s (older than otel.retention_days)", name)
     return {"created": [day.isoformat() for day in created], "dropped": dropped}
@@ -51,13 +49,11 @@ ORPHAN_ROUNDS = 25
 
 
 @app.periodic(cron="* * * * *", periodic_id="orphan-traces")
-@app.task(name="orphan_traces", queueing_lock="orphan_traces", retry=DATABASE_RETRY)
+@app.task(name=queue.ORPHAN_TRACES, queueing_lock=queue.ORPHAN_TRACES, retry=DATABASE_RETRY)
 async def orphan_traces(timestamp: int) -> dict[str, int]:
     """Give traces whose root span never came a session from their spans, or mark them
     orphan traces."""
-    from evalkit.jobs.runtime import database, settings
-
-    return await settle_orphans(database(), settings().otel)
+    return await settle_orphans(runtime.database(), runtime.settings().otel)
 
 
 async def settle_orphans(
@@ -67,7 +63,6 @@ async def settle_orphans(
     either joins the session one of its spans names (first the topmost spans', per the
     agent's mapping; a run waiting on that session gets its settle job) or becomes an orphan
     trace. Counts of each."""
-    from evalkit.store import otel as store
 
     before = (now or datetime.now(UTC)) - timedelta(seconds=otel.orphan_seconds)
     counts = {"assigned": 0, "orphans": 0}
@@ -94,7 +89,7 @@ async def settle_orphans(
                     continue
                 counts["assigned"] += 1
                 if outcome.waiting:
-                    await defer_settles(conn, agent_id, [outcome.session_id], 0)
+                    await queue.defer_settles(conn, agent_id, [outcome.session_id], 0)
         if len(found) < ORPHAN_BATCH:
             break
     if counts["assigned"] or counts["orphans"]:
@@ -104,47 +99,3 @@ async def settle_orphans(
             counts["orphans"],
         )
     return counts
-
-
-SETTLE_TASK = "settle_session"
-
-
-def settle_lock(agent_id: int, session_id: str) -> str:
-    return f"settle:{agent_id}:{session_id}"
-
-
-async def defer_settles(conn: Conn, agent_id: int, session_ids: list[str], after: float) -> None:
-    """Queue ``settle_session`` for each session, in the caller's transaction, as
-    :func:`evalkit.jobs.app.defer` with a queueing lock would one by one, in two statements:
-    sessions that already have a waiting job are skipped, the others are queued at once.
-    A lock taken meanwhile by a concurrent batch falls back to one defer per session."""
-    if not session_ids:
-        return
-    locks = {settle_lock(agent_id, s): s for s in session_ids}
-    waiting = {
-        row["queueing_lock"] for row in await conn.all("settle_job_list_waiting", locks=list(locks))
-    }
-    todo = [session for lock, session in locks.items() if lock not in waiting]
-    if not todo:
-        return
-    load_tasks()
-    options: dict[str, Any] = {"schedule_in": {"seconds": after}} if after > 0 else {}
-    jobs = [
-        app.configure_task(
-            SETTLE_TASK, queueing_lock=settle_lock(agent_id, session), **options
-        ).make_new_job(agent_id=agent_id, session_id=session)
-        for session in todo
-    ]
-    try:
-        async with conn.raw.transaction():  # a savepoint: a taken lock must not abort ours
-            await app.job_manager.batch_defer_jobs_async(jobs, connection=conn.raw)
-    except AlreadyEnqueued:
-        for session in todo:
-            await defer(
-                conn,
-                SETTLE_TASK,
-                queueing_lock=settle_lock(agent_id, session),
-                schedule_in=after,
-                agent_id=agent_id,
-                session_id=session,
-            )

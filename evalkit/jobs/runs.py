@@ -6,26 +6,26 @@ terminal or must wait (then it defers itself for later and ends); when its run l
 agent's slot it claims the next queued run and goes on with that one, so a busy agent
 keeps ``max_concurrent_runs`` runs moving without a job per transition.
 
-Every step is recorded by compare-and-set (see ``evalkit.runs.machine``): a job that a
-dead worker left half done is simply run again.
+Every step is recorded through :func:`evalkit.runs.engine.record`, by compare-and-set: a
+job that a dead worker left half done is simply run again.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import msgspec
 from procrastinate import JobContext, RetryStrategy
 
-from evalkit.db import Conn, Database
+from evalkit.config import public_url
+from evalkit.db import Database
 from evalkit.harness.client import HarnessClient
-from evalkit.jobs import runtime, settle
-from evalkit.jobs.app import DATABASE_RETRY, app, defer
+from evalkit.jobs import queue, runtime
+from evalkit.jobs.app import DATABASE_RETRY, app
 from evalkit.model.harness import Capabilities
-from evalkit.model.runs import RunWork
-from evalkit.runs import machine
-from evalkit.serve import public_url
+from evalkit.model.runs import IN_FLIGHT, TERMINAL, LoadedRun, RunWork
+from evalkit.runs import engine, machine
+from evalkit.scoring.run import score_run
 from evalkit.store import runs as store
 
 log = logging.getLogger("evalkit.runs")
@@ -34,19 +34,17 @@ JOB_RETRY = RetryStrategy(max_attempts=10, exponential_wait=1)
 """Retries of a job that raised (a database hiccup); harness errors are the machine's."""
 
 
-@app.task(name="dispatch_agent", retry=JOB_RETRY, pass_context=True)
+@app.task(name=queue.DISPATCH_AGENT, retry=JOB_RETRY, pass_context=True)
 async def dispatch_agent(context: JobContext, agent_id: int) -> int:
     """Start as many queued runs of the agent as it has free slots."""
-    async with runtime.database().transaction() as conn:
-        # Claimed and queued in one transaction: a crash leaves neither or both.
-        claimed = await store.claim_runs(conn, agent_id, limit=1000)
-        for run_id in claimed:
-            await defer_advance(conn, run_id)
-    return len(claimed)
+    async with runtime.database().connection() as conn:
+        return len(await engine.claim(conn, agent_id, limit=1000))
 
 
 @app.periodic(cron="*/1 * * * *", periodic_id="sweep-runs")
-@app.task(name="sweep_runs", queueing_lock="sweep_runs", retry=DATABASE_RETRY, pass_context=True)
+@app.task(
+    name=queue.SWEEP_RUNS, queueing_lock=queue.SWEEP_RUNS, retry=DATABASE_RETRY, pass_context=True
+)
 async def sweep_runs(context: JobContext, timestamp: int) -> int:
     """The safety net, once a minute: start queued runs whose agent has free slots, and
     queue a step for live runs that no job will move (their worker died between claiming
@@ -56,10 +54,7 @@ async def sweep_runs(context: JobContext, timestamp: int) -> int:
     moved = 0
     async with runtime.database().connection() as conn:
         for agent_id in await store.agents_with_queued_runs(conn):
-            async with conn.transaction():
-                for run_id in await store.claim_runs(conn, agent_id, limit=1000):
-                    await defer_advance(conn, run_id)
-                    moved += 1
+            moved += len(await engine.claim(conn, agent_id, limit=1000))
         for experiment_id in await store.open_experiments_without_live_runs(conn):
             log.warning("experiment %s had no live run but was still open", experiment_id)
             await store.finish_experiment_if_done(conn, experiment_id)
@@ -67,14 +62,14 @@ async def sweep_runs(context: JobContext, timestamp: int) -> int:
         for run in await store.orphaned_runs(conn, idle):
             log.warning("run %s (%s) had no job to move it; queueing one", run["id"], run["state"])
             if run["state"] == "collecting" and run["trajectory_source"] == "otel":
-                await settle.defer_settle(None, run["agent_id"], run["session_id"], after=0)
+                await queue.defer_settle(None, run["agent_id"], run["session_id"], after=0)
             else:
-                await defer_advance(None, run["id"])
+                await queue.defer_advance(None, run["id"])
             moved += 1
     return moved
 
 
-@app.task(name="advance_run", retry=JOB_RETRY, pass_context=True)
+@app.task(name=queue.ADVANCE_RUN, retry=JOB_RETRY, pass_context=True)
 async def advance_run(context: JobContext, run_id: int) -> None:
     db = runtime.database()
     next_run: int | None = run_id
@@ -89,7 +84,9 @@ async def advance_run(context: JobContext, run_id: int) -> None:
                 "run %s: giving up after %s job attempts", next_run, JOB_RETRY.max_attempts
             )
             async with db.connection() as conn:
-                await store.give_up(conn, next_run, f"evalkit could not advance the run: {exc}")
+                [loaded] = await store.load_work(conn, [next_run])
+                error = f"evalkit could not advance the run: {exc}"
+                await engine.give_up(conn, next_run, error, loaded.facts)
             return
 
 
@@ -102,59 +99,50 @@ async def _drive(db: Database, run_id: int) -> int | None:
         loaded = await store.load_work(conn, [run_id])
     if not loaded:
         return None
-    work, row = loaded[0]
-    if work.state in machine.TERMINAL:
+    run = loaded[0]
+    work = run.work
+    if work.state in TERMINAL:
         # Closing the experiment may be the step a crash lost: it is cheap to repeat.
         async with db.connection() as conn:
             await store.finish_experiment_if_done(conn, work.experiment_id)
         return None
     if work.state == "queued":
         return None
-    env = _env(row)
+    env = _env(run)
     if env.capabilities.accepts.file_urls:
         settings = runtime.settings()
         work = store.sign_files(work, public_url(settings), settings.encryption_key or "")
     freed = False
-    while work.state not in machine.TERMINAL:
+    while work.state not in TERMINAL:
         result = await machine.step(work, env)
         if result.handoff:
             break  # the settle job takes it from here (see evalkit.jobs.settle)
         if result.transition is not None:
             async with db.connection() as conn:
-                applied = await store.apply_transition(conn, result.transition)
-                if applied and result.transition.to_state == "collecting":
-                    await settle.on_collecting(conn, row["agent_id"], work, result.transition)
+                applied = await engine.record(
+                    conn, result.transition, run.facts, actor=engine.WORKER, scores_itself=True
+                )
             if not applied:
                 return None  # another driver moved it on: that one owns it now
             before = work.state
             work = machine.advance(work, result.transition)
-            freed = freed or (before in machine.IN_FLIGHT and work.state not in machine.IN_FLIGHT)
-        if result.wait > 0 and work.state not in machine.TERMINAL:
-            await defer_advance(None, run_id, after=result.wait)
+            freed = freed or (before in IN_FLIGHT and work.state not in IN_FLIGHT)
+        if result.wait > 0 and work.state not in TERMINAL:
+            await queue.defer_advance(None, run_id, after=result.wait)
             break
+    if not freed:
+        return None
     async with db.connection() as conn:
-        if work.state in machine.TERMINAL:
-            await store.finish_experiment_if_done(conn, work.experiment_id)
-        if not freed:
-            return None
-        claimed = await store.claim_runs(conn, row["agent_id"], limit=1)
+        claimed = await store.claim_runs(conn, run.facts.agent_id, limit=1, actor=engine.WORKER)
     return claimed[0] if claimed else None
 
 
-async def defer_advance(conn: Conn | None, run_id: int, *, after: float = 0) -> None:
-    """Queue a step of the run (one waiting job per run at most)."""
-    await defer(
-        conn, "advance_run", queueing_lock=f"run:{run_id}", schedule_in=after, run_id=run_id
-    )
-
-
-def _env(row: dict[str, Any]) -> machine.Env:
+def _env(run: LoadedRun) -> machine.Env:
     settings = runtime.settings()
+    key = runtime.agent_key(run.facts.agent_id, run.api_key)
     return machine.Env(
-        harness=HarnessClient(
-            row["harness_url"] or "", runtime.agent_key(row), runtime.http_client()
-        ),
-        capabilities=msgspec.convert(row["capabilities"] or {}, Capabilities),
+        harness=HarnessClient(run.harness_url or "", key, runtime.http_client()),
+        capabilities=msgspec.convert(run.capabilities or {}, Capabilities),
         fixture_bytes=runtime.fixture_bytes,
         attempts=settings.worker.harness_attempts,
         backoff=settings.worker.retry_backoff_seconds,
@@ -164,10 +152,6 @@ def _env(row: dict[str, Any]) -> machine.Env:
 
 async def _score(work: RunWork) -> None:
     """Score the run's current round (replays insert nothing twice)."""
-    try:
-        from evalkit.scoring.run import score_run
-    except ImportError:  # the scoring module is not in this build yet
-        return
     await score_run(
         runtime.database(), work.run_id, settings=runtime.settings(), http=runtime.http_client()
     )

@@ -12,6 +12,8 @@ from evalkit.auth.secrets import SecretBox
 from evalkit.blobs import BlobStore, fixture_key, open_blob_store
 from evalkit.config import Settings
 from evalkit.db import Database
+from evalkit.outbound import make_client
+from evalkit.store.agents import key_context
 
 _state: dict[str, Any] = {}
 
@@ -39,8 +41,6 @@ def settings() -> Settings:
 def http_client() -> httpx.AsyncClient:
     """One pooled client for every harness call of this process, under the egress policy."""
     if "http" not in _state:
-        from evalkit.outbound import make_client
-
         worker = settings().worker
         _state["http"] = make_client(
             settings().egress,
@@ -62,12 +62,9 @@ def blob_store() -> BlobStore:
     return _state["blobs"]  # type: ignore[no-any-return]
 
 
-def agent_key(row: dict[str, Any]) -> str | None:
-    """The agent's decrypted harness key (``row`` has ``agent_id`` and ``api_key``)."""
-    from evalkit.store.agents import key_context
-
-    stored = row["api_key"]
-    return None if stored is None else secret_box().decrypt(stored, key_context(row["agent_id"]))
+def agent_key(agent_id: int, stored: str | None) -> str | None:
+    """The agent's decrypted harness key (``stored``: its ciphertext, None when it has none)."""
+    return None if stored is None else secret_box().decrypt(stored, key_context(agent_id))
 
 
 async def fixture_bytes(sha256: str) -> bytes:

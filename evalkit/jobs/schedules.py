@@ -7,8 +7,8 @@ Slots missed while no worker ran collapse into one fire: the latest slot at or b
 A claimed slot is spent even when the start is refused (the reason is kept on the schedule);
 the next slot tries again.
 
-The experiment is started by :func:`evalkit.edge.routes.experiments.start_experiment`, the
-code behind POST /api/experiments, as the schedule's creator.
+The experiment is started by :func:`evalkit.runs.engine.start_experiment`, the code behind
+POST /api/experiments, as the schedule's creator.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from evalkit.auth import access
 from evalkit.config import Settings
 from evalkit.db import Database
 from evalkit.errors import ApiError, EvalkitError
-from evalkit.jobs import runtime
+from evalkit.jobs import queue, runtime
 from evalkit.jobs.app import DATABASE_RETRY, app
+from evalkit.runs.engine import start_experiment
 from evalkit.store import schedules as store
 
 log = logging.getLogger("evalkit.schedules")
@@ -43,7 +44,10 @@ class Fire:
 
 @app.periodic(cron="*/1 * * * *", periodic_id="fire-schedules")
 @app.task(
-    name="fire_schedules", queueing_lock="fire_schedules", retry=DATABASE_RETRY, pass_context=True
+    name=queue.FIRE_SCHEDULES,
+    queueing_lock=queue.FIRE_SCHEDULES,
+    retry=DATABASE_RETRY,
+    pass_context=True,
 )
 async def fire_schedules(context: JobContext, timestamp: int) -> int:
     """Start the experiments of every schedule that is due."""
@@ -77,8 +81,6 @@ async def _fire(
     settings: Settings,
     http: httpx.AsyncClient,
 ) -> Fire | None:
-    from evalkit.edge.routes.experiments import start_experiment
-
     slot = store.latest_slot(schedule.cron, now)
     async with db.connection() as conn:
         claimed = await store.claim_slot(

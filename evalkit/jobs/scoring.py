@@ -1,4 +1,5 @@
-"""Scoring jobs: one ``score_run_job`` per run and round, queued by ``evalkit evaluate``.
+"""Scoring jobs: one ``score_run_job`` per run and round, queued by ``evalkit evaluate``
+(:func:`evalkit.jobs.queue.defer_scoring`).
 
 A job scores its run in the round it names; a replay (a worker died) asks no evaluator
 twice and stores nothing twice (see :mod:`evalkit.scoring.run`).
@@ -10,10 +11,10 @@ import logging
 
 from procrastinate import JobContext, RetryStrategy
 
-from evalkit.db import Conn
 from evalkit.errors import NotFound
-from evalkit.jobs import runtime
-from evalkit.jobs.app import app, load_tasks
+from evalkit.jobs import queue, runtime
+from evalkit.jobs.app import app
+from evalkit.scoring.run import score_run
 
 log = logging.getLogger("evalkit.scoring")
 
@@ -21,13 +22,11 @@ SCORE_RETRY = RetryStrategy(max_attempts=5, exponential_wait=1)
 """Retries of a job that raised (a database hiccup); evaluator failures are scores."""
 
 
-@app.task(name="score_run_job", retry=SCORE_RETRY, pass_context=True)
+@app.task(name=queue.SCORE_RUN, retry=SCORE_RETRY, pass_context=True)
 async def score_run_job(
     context: JobContext, run_id: int, round: int, only: list[str] | None = None
 ) -> int:
     """Score one run in ``round`` (only the evaluators in ``only``, when given)."""
-    from evalkit.scoring.run import score_run
-
     try:
         items = await score_run(
             runtime.database(),
@@ -41,16 +40,3 @@ async def score_run_job(
         log.warning("run %s is gone (its experiment was deleted?); nothing to score", run_id)
         return 0
     return len(items)
-
-
-async def defer_scoring(
-    conn: Conn, run_ids: list[int], round: int, only: list[str] | None
-) -> list[int]:
-    """Queue one scoring job per run, in the caller's transaction."""
-    if not run_ids:
-        return []
-    load_tasks()
-    deferrer = app.configure_task("score_run_job", connection=conn.raw)
-    return await deferrer.batch_defer_async(
-        *({"run_id": run_id, "round": round, "only": only} for run_id in run_ids)
-    )

@@ -20,69 +20,54 @@ import msgspec
 from procrastinate import JobContext
 
 from evalkit.db import Conn
-from evalkit.jobs import runtime
-from evalkit.jobs.app import DATABASE_RETRY, app, defer
-from evalkit.model.runs import RunWork, TrajectoryRecord, Transition
+from evalkit.jobs import queue, runtime
+from evalkit.jobs.app import DATABASE_RETRY, app
+from evalkit.model.harness import FINAL_STATUSES
+from evalkit.model.runs import CollectingRun, TrajectoryRecord
+from evalkit.otel.build import build_trajectory
+from evalkit.otel.mapping import parse_mapping
+from evalkit.runs import engine, machine
 from evalkit.store import runs as runs_store
+from evalkit.store.agents import active_mapping
+from evalkit.store.otel import session_row, spans_for_session
 
 log = logging.getLogger("evalkit.otel")
 
 
-async def on_collecting(conn: Conn, agent_id: int, work: RunWork, transition: Transition) -> None:
-    """A run reached collecting: if its trajectory comes from traces, wake its session."""
-    session_id = transition.session_id or work.session_id
-    if work.trajectory_source != "otel" or not session_id:
-        return
-    await defer_settle(conn, agent_id, session_id, after=0)
-
-
-async def defer_settle(conn: Conn | None, agent_id: int, session_id: str, *, after: float) -> None:
-    await defer(
-        conn,
-        "settle_session",
-        queueing_lock=f"settle:{agent_id}:{session_id}",
-        schedule_in=after,
-        agent_id=agent_id,
-        session_id=session_id,
-    )
-
-
-@app.task(name="settle_session", retry=DATABASE_RETRY, pass_context=True)
+@app.task(name=queue.SETTLE_SESSION, retry=DATABASE_RETRY, pass_context=True)
 async def settle_session(context: JobContext, agent_id: int, session_id: str) -> str:
     settings = runtime.settings()
     async with runtime.database().connection() as conn:
         run = await runs_store.collecting_run_for_session(conn, agent_id, session_id)
         if run is None:
             return "no run is waiting for this session"
-        session = await _session(conn, agent_id, session_id)
+        session = await session_row(conn, agent_id, session_id)
         now = datetime.now(UTC)
         wait = _wait_needed(now, run, session, settings.otel.settle_seconds)
         if wait > 0:
-            await defer_settle(None, agent_id, session_id, after=wait)
+            await queue.defer_settle(None, agent_id, session_id, after=wait)
             return f"not settled; again in {wait:.1f} s"
-        record = await _collect(conn, agent_id, session_id, run, session)
-        transition = Transition(
-            run_id=run["id"],
-            from_state="collecting",
-            from_attempts=run["attempts"],
-            to_state="scoring",
-            trajectory=record,
+        record = await trajectory_from_spans(
+            conn,
+            agent_id,
+            session_id,
+            session,
+            agent_name=run.agent_name,
+            cut_short=run.timed_out and run.harness_status not in FINAL_STATUSES,
+            waited_seconds=run.trajectory_wait_seconds,
         )
-        from evalkit.jobs.runs import defer_advance
-
-        if await runs_store.apply_transition(conn, transition):
-            await runs_store.link_session(conn, agent_id, session_id, run["id"])
-            await defer_advance(None, run["id"])
+        step = machine.attach_trajectory(run, record, session_id=session_id)
+        if await engine.record(conn, step, run.facts, actor=engine.SETTLE):
             return "trajectory attached"
         return "the run had moved on"
 
 
 def _wait_needed(
-    now: datetime, run: dict[str, Any], session: dict[str, Any] | None, settle: float
+    now: datetime, run: CollectingRun, session: dict[str, Any] | None, settle: float
 ) -> float:
     """Seconds until the session counts as settled (0: build now)."""
-    ended = run["harness_done_at"] or now
-    deadline = ended + timedelta(seconds=run["trajectory_wait_seconds"])
+    ended = run.harness_done_at or now
+    deadline = ended + timedelta(seconds=run.trajectory_wait_seconds)
     if now >= deadline:
         return 0.0
     if session is None:  # no span yet: wait for the first, up to the deadline
@@ -94,31 +79,26 @@ def _wait_needed(
     return min((quiet_until - now).total_seconds(), (deadline - now).total_seconds())
 
 
-async def _session(conn: Conn, agent_id: int, session_id: str) -> dict[str, Any] | None:
-    from evalkit.store.otel import session_row
-
-    return await session_row(conn, agent_id, session_id)
-
-
-async def _collect(
+async def trajectory_from_spans(
     conn: Conn,
     agent_id: int,
     session_id: str,
-    run: dict[str, Any],
     session: dict[str, Any] | None,
+    *,
+    agent_name: str,
+    cut_short: bool,
+    waited_seconds: float,
 ) -> TrajectoryRecord:
-    from evalkit.otel.build import build_trajectory
-    from evalkit.otel.mapping import parse_mapping
-    from evalkit.store.agents import active_mapping
-    from evalkit.store.otel import spans_for_session
-
+    """The trajectory the agent's active mapping builds from the session's stored spans
+    (``session``: its row, None when no span came; ``cut_short``: the run timed out before
+    its harness finished, so it is partial)."""
     if session is None:
         return TrajectoryRecord(
             source="otel",
             partial=True,
             fetch_error=(
                 f"no span of session {session_id!r} arrived within the agent's "
-                f"{run['trajectory_wait_seconds']:g} s trajectory wait; check the exporter "
+                f"{waited_seconds:g} s trajectory wait; check the exporter "
                 "and that the spans carry the session id the mapping names"
             ),
         )
@@ -131,11 +111,9 @@ async def _collect(
         )
     spans = await spans_for_session(conn, agent_id, session_id)
     result = build_trajectory(
-        spans, parse_mapping(mapping[1]), session_id=session_id, agent_name=run["agent_name"]
+        spans, parse_mapping(mapping[1]), session_id=session_id, agent_name=agent_name
     )
-    partial = bool(session.get("truncated")) or (
-        run["timed_out"] and run["harness_status"] not in ("succeeded", "failed", "stopped")
-    )
+    partial = bool(session.get("truncated")) or cut_short
     raw = msgspec.json.encode(result.trajectory).decode()
     if result.unread:
         log.info("session %s: the mapping could not read %d things", session_id, len(result.unread))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
@@ -21,6 +21,11 @@ RunState = Literal[
     "failed",
     "errored",
 ]
+RUN_STATES: frozenset[str] = frozenset(get_args(RunState))
+TERMINAL: frozenset[str] = frozenset({"done", "failed", "errored"})
+"""A run in one of these states is over: nothing moves it again."""
+IN_FLIGHT: frozenset[str] = frozenset({"starting", "running", "stopping"})
+"""States that hold one of the agent's ``max_concurrent_runs`` slots."""
 Driver = Literal["server", "cli", "sdk"]
 
 
@@ -118,6 +123,19 @@ class TrajectoryError(Output, kw_only=True):
     message: str
 
 
+class RunEvent(Output, kw_only=True):
+    """One recorded transition of a run."""
+
+    at: datetime
+    actor: str
+    """Who took the step: ``worker`` (the server's jobs), ``sweep`` (its safety net),
+    ``cli:<user>`` or ``sdk:<user>`` (a driver posting steps)."""
+    from_state: RunState
+    to_state: RunState
+    attempts: int
+    why: str | None = None
+
+
 class Run(Output, kw_only=True):
     id: int
     experiment_id: int
@@ -145,6 +163,8 @@ class Run(Output, kw_only=True):
     trajectory_errors: list[TrajectoryError] = msgspec.field(default_factory=list)
     trajectory_summary: dict[str, Any] | None = None
     trajectory: Any = None
+    events: list[RunEvent] = msgspec.field(default_factory=list)
+    """The run's transitions, oldest first."""
 
 
 # --------------------------------------------------------------------------- the machine
@@ -155,6 +175,52 @@ class RunSettings(msgspec.Struct, kw_only=True):
     poll_interval: float
     stop_grace: float
     trajectory_wait: float
+
+
+class RunPosition(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a run is, and nothing else: what a step is built from when the rest of the
+    run does not matter (giving up on it)."""
+
+    run_id: int
+    state: RunState
+    attempts: int
+    session_id: str | None = None
+
+
+class ExperimentFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What the work after a recorded step needs to know about the run's experiment (all
+    runs of an experiment share its agent)."""
+
+    experiment_id: int
+    agent_id: int
+    driver: Driver
+    trajectory_source: str
+
+
+class CollectingRun(msgspec.Struct, frozen=True, kw_only=True):
+    """A traced run waiting in collecting for its session's spans (what settle reads)."""
+
+    run_id: int
+    experiment_id: int
+    agent_id: int
+    state: RunState
+    attempts: int
+    timed_out: bool
+    harness_status: str | None
+    harness_done_at: datetime | None
+    driver: Driver
+    agent_name: str
+    trajectory_source: str
+    trajectory_wait_seconds: float
+
+    @property
+    def facts(self) -> ExperimentFacts:
+        return ExperimentFacts(
+            experiment_id=self.experiment_id,
+            agent_id=self.agent_id,
+            driver=self.driver,
+            trajectory_source=self.trajectory_source,
+        )
 
 
 class RunWork(msgspec.Struct, kw_only=True):
@@ -182,6 +248,18 @@ class RunWork(msgspec.Struct, kw_only=True):
     started_at: datetime | None = None
     deadline_at: datetime | None = None
     stop_requested_at: datetime | None = None
+
+
+class LoadedRun(msgspec.Struct, frozen=True, kw_only=True):
+    """A run as the server's job drives it: the machine's view, its experiment, and how to
+    reach its agent's harness."""
+
+    work: RunWork
+    facts: ExperimentFacts
+    harness_url: str | None
+    api_key: str | None
+    """The harness key, encrypted (``evalkit.jobs.runtime.agent_key`` decrypts it)."""
+    capabilities: dict[str, Any] | None
 
 
 class TrajectoryRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -215,6 +293,8 @@ class Transition(Input, kw_only=True, omit_defaults=True):
     stop_requested_at: datetime | None = None
     harness_done_at: datetime | None = None
     trajectory: TrajectoryRecord | None = None
+    note: Annotated[str, msgspec.Meta(max_length=2000)] | None = None
+    """Why the step was taken, when its error does not say (kept in the run's event log)."""
 
 
 class TransitionResult(Output, kw_only=True):

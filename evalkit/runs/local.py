@@ -17,7 +17,7 @@ import msgspec
 from evalkit.errors import EvalkitError
 from evalkit.harness.client import HarnessClient
 from evalkit.model.harness import Capabilities
-from evalkit.model.runs import RunWork, Transition, TransitionResult, WorkList
+from evalkit.model.runs import TERMINAL, RunWork, Transition, TransitionResult, WorkList
 from evalkit.runs import machine
 
 
@@ -121,7 +121,7 @@ async def _drive_run(link: ServerLink, run: RunWork, env: machine.Env) -> RunWor
         if claimed is None:
             return None
         run = machine.advance(run, claimed)
-    while run.state not in machine.TERMINAL:
+    while run.state not in TERMINAL:
         step = await machine.step(run, env)
         if step.handoff:
             return run  # the server builds its trajectory from traces and finishes it
@@ -129,7 +129,7 @@ async def _drive_run(link: ServerLink, run: RunWork, env: machine.Env) -> RunWor
             if await _record(link, step.transition) is None:
                 return None  # moved on elsewhere (another `evalkit run --resume`)
             run = machine.advance(run, step.transition)
-        if step.wait > 0 and run.state not in machine.TERMINAL:
+        if step.wait > 0 and run.state not in TERMINAL:
             await asyncio.sleep(step.wait)
     return run
 

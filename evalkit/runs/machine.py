@@ -4,15 +4,18 @@
 
     queued -> starting -> running -> collecting -> scoring -> done | failed
                  |          |  \\-> stopping (timeout) -> collecting
-                 \\----------\\-> errored (the harness could not be reached or broke the contract)
+                 \\----------\\-> errored (the harness could not be reached or broke the contract,
+                                or the server gave up on a run its jobs could not move)
 
 :func:`step` looks at one run (a :class:`RunWork`), makes at most one harness call and
 returns a :class:`Step`: the :class:`Transition` to record, if any, and how long to wait
-before the next step. It never touches storage: the server's jobs apply transitions with
-SQL (``evalkit.jobs.runs``), the CLI posts them to the server (``evalkit.runs.local``).
-Both apply them by compare-and-set on (state, attempts), so a step replayed after a crash
-records nothing twice, and a harness run is started at most once because ``POST /runs``
-carries the run's id as an idempotency key.
+before the next step. Every transition of every driver is built here (:func:`transition`
+and the helpers after it) and allowed by :data:`ALLOWED`; the database refuses any other.
+
+The machine never touches storage. :func:`evalkit.runs.engine.record` records a transition
+(by compare-and-set on (state, attempts), so a step replayed after a crash records nothing
+twice) for the server's jobs and for the runs the CLI and the SDK post; a harness run is
+started at most once because ``POST /runs`` carries the run's id as an idempotency key.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import base64
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 import msgspec
 
@@ -34,11 +38,7 @@ from evalkit.model.harness import (
     RunStart,
     RunStatus,
 )
-from evalkit.model.runs import RunWork, TrajectoryRecord, Transition
-
-TERMINAL = frozenset({"done", "failed", "errored"})
-IN_FLIGHT = frozenset({"starting", "running", "stopping"})
-"""States that hold one of the agent's ``max_concurrent_runs`` slots."""
+from evalkit.model.runs import RunState, RunWork, TrajectoryRecord, Transition
 
 ALLOWED: dict[str, frozenset[str]] = {
     "queued": frozenset({"starting", "errored"}),
@@ -46,9 +46,23 @@ ALLOWED: dict[str, frozenset[str]] = {
     "running": frozenset({"running", "stopping", "collecting", "errored"}),
     "stopping": frozenset({"stopping", "collecting", "errored"}),
     "collecting": frozenset({"collecting", "scoring", "errored"}),
-    "scoring": frozenset({"done", "failed"}),
+    "scoring": frozenset({"done", "failed", "errored"}),
 }
-"""Every transition a driver may record; a state maps to itself only to count an attempt."""
+"""Every transition a driver may record; a state maps to itself only to count an attempt.
+The database holds the same table (``run_transitions_allowed``, checked by a trigger on
+``runs``); a test fails when the two differ."""
+
+
+class Position(Protocol):
+    """Where a run is: enough to build a transition from it."""
+
+    @property
+    def run_id(self) -> int: ...
+    @property
+    def state(self) -> RunState: ...
+    @property
+    def attempts(self) -> int: ...
+
 
 MAX_BACKOFF_SECONDS = 60.0
 
@@ -97,15 +111,43 @@ async def step(work: RunWork, env: Env) -> Step:
     raise ValueError(f"run {work.run_id} is {work.state}: no step to take")
 
 
-def claim(work: RunWork) -> Transition:
+def transition(run: Position, state: str, *, attempts: int = 0, **fields: object) -> Transition:
+    """The step of ``run`` from where it is to ``state``, carrying ``fields`` (what the step
+    learned). Raises ValueError for a step :data:`ALLOWED` does not have."""
+    if not is_allowed(run.state, state):
+        raise ValueError(f"run {run.run_id} cannot go from {run.state} to {state}")
+    return Transition(
+        run_id=run.run_id,
+        from_state=run.state,
+        from_attempts=run.attempts,
+        to_state=state,  # type: ignore[arg-type]
+        attempts=attempts,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def claim(run: Position) -> Transition:
     """queued -> starting: the run takes one of the agent's slots."""
-    return _to(work, "starting")
+    return transition(run, "starting")
 
 
-def advance(work: RunWork, transition: Transition) -> RunWork:
-    """``work`` as it is after ``transition`` was recorded (saves reading it back)."""
+def attach_trajectory(
+    run: Position, record: TrajectoryRecord, *, session_id: str | None = None
+) -> Transition:
+    """collecting -> scoring with the trajectory collected for the run (from the spans of
+    ``session_id``, when it was built from traces)."""
+    return transition(run, "scoring", trajectory=record, session_id=session_id)
+
+
+def give_up(run: Position, error: str) -> Transition:
+    """Any live state -> errored: nothing can move the run on (its job failed for good)."""
+    return transition(run, "errored", error=error, note="given up")
+
+
+def advance(work: RunWork, taken: Transition) -> RunWork:
+    """``work`` as it is after the step ``taken`` was recorded (saves reading it back)."""
     changes = {
-        name: getattr(transition, name)
+        name: getattr(taken, name)
         for name in (
             "harness_run_id",
             "harness_status",
@@ -114,13 +156,13 @@ def advance(work: RunWork, transition: Transition) -> RunWork:
             "deadline_at",
             "stop_requested_at",
         )
-        if getattr(transition, name) is not None
+        if getattr(taken, name) is not None
     }
     return msgspec.structs.replace(
         work,
-        state=transition.to_state,
-        attempts=transition.attempts,
-        timed_out=work.timed_out or transition.timed_out,
+        state=taken.to_state,
+        attempts=taken.attempts,
+        timed_out=work.timed_out or taken.timed_out,
         **changes,
     )
 
@@ -134,7 +176,7 @@ async def _start(work: RunWork, env: Env) -> Step:
     except EvalkitError as exc:
         return _failed_call(work, env, "starting the run", exc)
     now = env.now()
-    begun = _to(
+    begun = transition(
         work,
         "running",
         harness_run_id=status.id,
@@ -155,13 +197,15 @@ async def _poll(work: RunWork, env: Env) -> Step:
         return _failed_call(work, env, "polling the run", exc)
     now = env.now()
     if status.status in FINAL_STATUSES:
-        finished = _to(work, "collecting")
+        finished = transition(work, "collecting")
         if status.status == "stopped" and _past_deadline(work, now):
             # evalkit stops runs only at their timeout: a run found stopped past it was
             # stopped by us, even if the step that recorded the stop was lost in a crash.
-            finished = _to(work, "collecting", timed_out=True, error=_timeout_text(work))
+            finished = transition(work, "collecting", timed_out=True, error=_timeout_text(work))
         return Step(_finished_harness_run(work, status, now, finished))
-    recovered = _to(work, work.state) if work.attempts else None
+    recovered = (
+        transition(work, work.state, note="the harness answered again") if work.attempts else None
+    )
     if work.state == "running":
         if not _past_deadline(work, now):
             return Step(recovered, wait=work.settings.poll_interval)
@@ -172,7 +216,7 @@ async def _poll(work: RunWork, env: Env) -> Step:
         wait = min(work.settings.poll_interval, (grace_ends - now).total_seconds())
         return Step(recovered, wait=max(wait, 0.0))
     return Step(
-        _to(
+        transition(
             work,
             "collecting",
             harness_status=status.status,
@@ -188,7 +232,7 @@ async def _time_out(work: RunWork, env: Env, now: datetime) -> Step:
     assert work.harness_run_id is not None
     if not env.capabilities.accepts.stop:
         return Step(
-            _to(
+            transition(
                 work,
                 "collecting",
                 timed_out=True,
@@ -202,14 +246,14 @@ async def _time_out(work: RunWork, env: Env, now: datetime) -> Step:
         await env.harness.stop(work.harness_run_id)
     except EvalkitError as exc:
         return Step(
-            _to(
+            transition(
                 work,
                 "collecting",
                 timed_out=True,
                 error=f"{_timeout_text(work)}; asking the harness to stop failed: {exc}",
             )
         )
-    stopping = _to(
+    stopping = transition(
         work,
         "stopping",
         timed_out=True,
@@ -223,7 +267,7 @@ async def _collect(work: RunWork, env: Env) -> Step:
     if work.trajectory_source == "otel":
         return Step(None, handoff=True)
     if not env.capabilities.provides.trajectory or work.harness_run_id is None:
-        return Step(_to(work, "scoring"))
+        return Step(transition(work, "scoring"))
     partial = work.timed_out and work.harness_status not in FINAL_STATUSES
     try:
         raw = await env.harness.trajectory(work.harness_run_id)
@@ -233,10 +277,10 @@ async def _collect(work: RunWork, env: Env) -> Step:
             return _failed_call(work, env, "fetching the trajectory", exc)
         # After a timeout the trajectory is fetched once: what comes is what is kept.
         record = TrajectoryRecord(source="harness", partial=partial, fetch_error=str(exc))
-        return Step(_to(work, "scoring", trajectory=record))
+        return Step(transition(work, "scoring", trajectory=record))
     text = raw.decode("utf-8", "replace")
     return Step(
-        _to(
+        transition(
             work,
             "scoring",
             trajectory=TrajectoryRecord(source="harness", raw=text, partial=partial),
@@ -249,24 +293,15 @@ async def _score(work: RunWork, env: Env) -> Step:
         return Step(None, handoff=True)
     await env.score(work)  # evaluator errors are recorded on the scores, never raised
     if work.harness_status == "failed":
-        return Step(_to(work, "failed"))
+        return Step(transition(work, "failed"))
     if work.harness_status == "stopped" and not work.timed_out:
-        return Step(_to(work, "failed", error="the harness stopped the run before it finished"))
-    return Step(_to(work, "done"))
+        return Step(
+            transition(work, "failed", error="the harness stopped the run before it finished")
+        )
+    return Step(transition(work, "done"))
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _to(work: RunWork, state: str, *, attempts: int = 0, **fields: object) -> Transition:
-    return Transition(
-        run_id=work.run_id,
-        from_state=work.state,
-        from_attempts=work.attempts,
-        to_state=state,  # type: ignore[arg-type]
-        attempts=attempts,
-        **fields,  # type: ignore[arg-type]
-    )
 
 
 def _finished_harness_run(
@@ -294,10 +329,12 @@ def _failed_call(work: RunWork, env: Env, doing: str, exc: EvalkitError) -> Step
     attempt = work.attempts + 1
     retryable = isinstance(exc, HarnessError) and exc.retryable
     if retryable and attempt < env.attempts:
-        again = _to(work, work.state, attempts=attempt, error=None)
+        again = transition(
+            work, work.state, attempts=attempt, error=None, note=f"{doing} failed, retrying: {exc}"
+        )
         return Step(again, wait=env.retry_wait(attempt))
     tried = f" (after {attempt} attempts)" if retryable else ""
-    return Step(_to(work, "errored", error=f"{doing}{tried}: {exc}"))
+    return Step(transition(work, "errored", error=f"{doing}{tried}: {exc}"))
 
 
 def _past_deadline(work: RunWork, now: datetime) -> bool:

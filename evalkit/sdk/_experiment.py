@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from evalkit.model import runs as wire
-from evalkit.model.runs import RunWork, TrajectoryRecord, Transition
+from evalkit.model.runs import RunWork, TrajectoryRecord
 from evalkit.model.sdk import ExperimentCases, PythonScore, PythonScores
+from evalkit.runs import machine
 from evalkit.sdk import tracing
 from evalkit.sdk._batch import StepBatcher
 from evalkit.sdk._binding import Binding, bind, normalize
@@ -51,7 +52,6 @@ from evalkit.sdk._progress import Progress, say
 if TYPE_CHECKING:
     from evalkit.sdk._judge import SdkJudge
 
-TERMINAL = frozenset({"done", "failed", "errored"})
 PAST_COLLECTING = frozenset({"scoring", "done", "failed"})
 NO_TRAJECTORY = (
     "no trajectory: the task returned none (RunResult.trajectory) and nothing traces this "
@@ -269,17 +269,6 @@ def _trajectory_text(trajectory: Any) -> str:
     return msgspec.json.encode(trajectory).decode()
 
 
-def _transition(run: RunWork, state: str, *, attempts: int = 0, **fields: Any) -> Transition:
-    return Transition(
-        run_id=run.run_id,
-        from_state=run.state,
-        from_attempts=run.attempts,
-        to_state=state,  # type: ignore[arg-type]
-        attempts=attempts,
-        **fields,
-    )
-
-
 def valid_trajectory(trajectory: Any) -> dict[str, Any] | None:
     """The ATIF document as a dict when it is valid, else None."""
     from evalkit.atif.validate import validate_trajectory
@@ -391,7 +380,7 @@ class _Runner:
                 moving = None
                 if claimed.state == "starting":
                     started = _now()
-                    begun = _transition(claimed, "running", started_at=started)
+                    begun = machine.transition(claimed, "running", started_at=started)
                     moving = self.batcher.enqueue(run.run_id, [begun])
                     claimed = msgspec.structs.replace(claimed, state="running", attempts=0)
                 result, error, session_id = await self._call(claimed)
@@ -411,11 +400,11 @@ class _Runner:
         if run.state == "starting":
             return run
         if run.state == "queued":
-            applied = await self.batcher.send(run.run_id, [_transition(run, "starting")])
+            applied = await self.batcher.send(run.run_id, [machine.transition(run, "starting")])
             return (
                 msgspec.structs.replace(run, state="starting", attempts=0) if all(applied) else None
             )
-        again = _transition(run, "running", attempts=run.attempts + 1)
+        again = machine.transition(run, "running", attempts=run.attempts + 1)
         applied = await self.batcher.send(run.run_id, [again])
         if not all(applied):
             return None
@@ -468,7 +457,7 @@ class _Runner:
         session = (result.session_id if result else None) or session_id
         answer = result.answer if result else None
         output = result.output if result else None
-        collecting = _transition(
+        collecting = machine.transition(
             run,
             "collecting",
             harness_status="failed" if error else "succeeded",
@@ -495,12 +484,7 @@ class _Runner:
             if trajectory is not None
             else TrajectoryRecord(source="sdk", fetch_error=NO_TRAJECTORY)
         )
-        scoring = Transition(
-            run_id=run.run_id,
-            from_state="collecting",
-            to_state="scoring",
-            trajectory=record,
-        )
+        scoring = machine.attach_trajectory(machine.advance(run, collecting), record)
         scores: list[PythonScore] = []
         model = (result.model if result else None) or self.model
         valid = valid_trajectory(trajectory)
@@ -523,9 +507,7 @@ class _Runner:
         record = TrajectoryRecord(
             source="sdk", fetch_error="the process that ran the task stopped before sending it"
         )
-        applied = await self.batcher.send(
-            run.run_id, [_transition(run, "scoring", trajectory=record)]
-        )
+        applied = await self.batcher.send(run.run_id, [machine.attach_trajectory(run, record)])
         if all(applied) and self._scored_here(run.case_id):
             self.awaiting[run.run_id] = None
 

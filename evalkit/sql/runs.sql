@@ -45,7 +45,7 @@ SELECT e.id, e.workspace_id, w.name AS workspace, w.kind AS workspace_kind,
        w.owner_id AS workspace_owner_id,
        d.name AS dataset, dw.name AS dataset_workspace,
        a.id AS agent_id, a.name AS agent, aw.name AS agent_workspace,
-       e.driver, e.status, e.repetitions, e.model, e.split, e.case_ids, e.capabilities,
+       a.trajectory_source, e.driver, e.status, e.repetitions, e.model, e.split, e.case_ids, e.capabilities,
        e.created_at, e.created_by, u.username AS created_by_name, e.finished_at, e.summary,
        e.judge_by, e.judge, e.judge_model, e.judge_base_url, e.judge_prompt_hash
 FROM experiments e
@@ -162,28 +162,8 @@ ORDER BY id;
 
 -- name: run_transition :one
 -- Compare-and-set: applies only if the run is still in from_state with from_attempts, so
--- a step replayed after a crash, or by a second driver, changes nothing.
-UPDATE runs SET
-    state = %(to_state)s,
-    attempts = %(attempts)s,
-    harness_run_id = COALESCE(%(harness_run_id)s, harness_run_id),
-    harness_status = COALESCE(%(harness_status)s, harness_status),
-    session_id = COALESCE(%(session_id)s, session_id),
-    answer = COALESCE(%(answer)s, answer),
-    output = COALESCE(%(output)s::jsonb, output),
-    error = COALESCE(%(error)s, error),
-    timed_out = timed_out OR %(timed_out)s,
-    started_at = COALESCE(started_at, %(started_at)s),
-    deadline_at = COALESCE(deadline_at, %(deadline_at)s),
-    stop_requested_at = COALESCE(stop_requested_at, %(stop_requested_at)s),
-    harness_done_at = COALESCE(harness_done_at, %(harness_done_at)s),
-    finished_at = CASE WHEN %(to_state)s IN ('done', 'failed', 'errored') THEN now() END,
-    updated_at = now()
-WHERE id = %(run_id)s AND state = %(from_state)s AND attempts = %(from_attempts)s
-RETURNING id;
-
--- name: run_transition_with_trajectory :one
--- run_transition plus the collected trajectory, in one statement (so in one transaction).
+-- a step replayed after a crash, or by a second driver, changes nothing. The same statement
+-- logs the step in run_events and, when source is set, stores the collected trajectory.
 WITH moved AS (
     UPDATE runs SET
         state = %(to_state)s,
@@ -203,10 +183,17 @@ WITH moved AS (
         updated_at = now()
     WHERE id = %(run_id)s AND state = %(from_state)s AND attempts = %(from_attempts)s
     RETURNING id
+), logged AS (
+    INSERT INTO run_events (run_id, actor, from_state, to_state, attempts, why)
+    SELECT id, %(actor)s::text, %(from_state)s::text, %(to_state)s::text, %(attempts)s::int,
+           %(why)s::text
+    FROM moved
 ), stored AS (
     INSERT INTO trajectories (run_id, source, body, raw, partial, valid, errors)
-    SELECT id, %(source)s, %(body)s::jsonb, %(raw)s, %(partial)s, %(valid)s, %(errors)s::jsonb
+    SELECT id, %(source)s::text, %(body)s::jsonb, %(raw)s::text, %(partial)s::boolean,
+           %(valid)s::boolean, %(errors)s::jsonb
     FROM moved
+    WHERE %(source)s::text IS NOT NULL
     ON CONFLICT (run_id) DO NOTHING
 )
 SELECT id FROM moved;
@@ -217,23 +204,30 @@ SELECT 1 FROM agents WHERE id = %(agent_id)s FOR UPDATE;
 
 -- name: runs_claim :many
 -- Move up to `limit` queued server-driven runs of an agent to starting, never past the
--- agent's max_concurrent_runs in flight. Run after agent_lock in the same transaction.
-UPDATE runs SET state = 'starting', updated_at = now()
-WHERE id IN (
-    SELECT r.id
-    FROM runs r
-    JOIN experiments e ON e.id = r.experiment_id
-    WHERE r.agent_id = %(agent_id)s AND r.state = 'queued' AND e.driver = 'server'
-    ORDER BY r.id
-    LIMIT GREATEST(0, LEAST(
-        %(limit)s,
-        (SELECT max_concurrent_runs FROM agents WHERE id = %(agent_id)s)
-        - (SELECT count(*) FROM runs
-           WHERE agent_id = %(agent_id)s AND state IN ('starting', 'running', 'stopping'))
-    ))
-    FOR UPDATE OF r SKIP LOCKED
+-- agent's max_concurrent_runs in flight, logging each step (the machine's claim, taken for
+-- many runs in one statement). Run after agent_lock in the same transaction.
+WITH claimed AS (
+    UPDATE runs SET state = 'starting', updated_at = now()
+    WHERE id IN (
+        SELECT r.id
+        FROM runs r
+        JOIN experiments e ON e.id = r.experiment_id
+        WHERE r.agent_id = %(agent_id)s AND r.state = 'queued' AND e.driver = 'server'
+        ORDER BY r.id
+        LIMIT GREATEST(0, LEAST(
+            %(limit)s,
+            (SELECT max_concurrent_runs FROM agents WHERE id = %(agent_id)s)
+            - (SELECT count(*) FROM runs
+               WHERE agent_id = %(agent_id)s AND state IN ('starting', 'running', 'stopping'))
+        ))
+        FOR UPDATE OF r SKIP LOCKED
+    )
+    RETURNING id
+), logged AS (
+    INSERT INTO run_events (run_id, actor, from_state, to_state, attempts, why)
+    SELECT id, %(actor)s, 'queued', 'starting', 0, 'took a free slot of the agent' FROM claimed
 )
-RETURNING id;
+SELECT id FROM claimed ORDER BY id;
 
 -- name: agents_with_queued_runs :many
 -- Agents that have server-driven runs waiting (the periodic dispatcher's sweep).
@@ -256,17 +250,13 @@ JOIN case_versions v ON v.id = r.case_version_id
 LEFT JOIN trajectories t ON t.run_id = r.id
 WHERE r.id = %(run_id)s;
 
--- name: run_give_up :one
--- End a live run as errored (its job failed for good); returns its experiment.
-UPDATE runs SET state = 'errored', error = %(error)s, finished_at = now(), updated_at = now()
-WHERE id = %(run_id)s AND state NOT IN ('done', 'failed', 'errored')
-RETURNING experiment_id;
-
 -- name: run_collecting_for_session :one
 -- The run of an agent waiting in collecting for the trajectory of a traced session.
-SELECT r.id, r.agent_id, r.state, r.attempts, r.timed_out, r.harness_status,
-       r.harness_done_at, a.name AS agent_name, a.trajectory_wait_seconds
+SELECT r.id AS run_id, r.experiment_id, r.agent_id, r.state, r.attempts, r.timed_out,
+       r.harness_status, r.harness_done_at, e.driver, a.name AS agent_name,
+       a.trajectory_source, a.trajectory_wait_seconds
 FROM runs r
+JOIN experiments e ON e.id = r.experiment_id
 JOIN agents a ON a.id = r.agent_id
 WHERE r.agent_id = %(agent_id)s AND r.session_id = %(session_id)s AND r.state = 'collecting'
 ORDER BY r.id DESC
@@ -303,3 +293,12 @@ LIMIT 1000;
 UPDATE sessions SET run_id = %(run_id)s
 WHERE agent_id = %(agent_id)s AND session_id = %(session_id)s
   AND run_id IS DISTINCT FROM %(run_id)s;
+
+-- name: run_events_list :many
+-- A run's recorded transitions, oldest first.
+SELECT at, actor, from_state, to_state, attempts, why
+FROM run_events WHERE run_id = %(run_id)s ORDER BY id;
+
+-- name: run_position :one
+-- Where a run is now (state, attempts and session), to build a step from it.
+SELECT id AS run_id, state, attempts, session_id FROM runs WHERE id = %(run_id)s;

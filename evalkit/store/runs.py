@@ -14,7 +14,6 @@ from evalkit.db import Conn
 from evalkit.errors import BadRequest, NotFound
 from evalkit.model import runs as wire
 from evalkit.model.harness import Capabilities, InputFile
-from evalkit.runs.machine import TERMINAL
 
 _json = msgspec.json.Encoder()
 _decode_json = msgspec.json.Decoder()
@@ -254,7 +253,9 @@ async def run_row(conn: Conn, run_id: int) -> dict[str, Any]:
     return row
 
 
-def run_view(row: dict[str, Any], *, with_trajectory: bool) -> wire.Run:
+def run_view(
+    row: dict[str, Any], *, with_trajectory: bool, events: list[wire.RunEvent] | None = None
+) -> wire.Run:
     body = row["trajectory"]
     summary = None
     if body is not None and row["trajectory_valid"]:
@@ -289,16 +290,41 @@ def run_view(row: dict[str, Any], *, with_trajectory: bool) -> wire.Run:
         trajectory_errors=[wire.TrajectoryError(**e) for e in row["trajectory_errors"] or []],
         trajectory_summary=summary,
         trajectory=body if with_trajectory else None,
+        events=events or [],
     )
 
 
 # --------------------------------------------------------------------------- the machine
 
 
-async def load_work(conn: Conn, run_ids: list[int]) -> list[tuple[wire.RunWork, dict[str, Any]]]:
-    """Each run as the state machine sees it, with the raw row (agent key, capabilities)."""
+async def load_work(conn: Conn, run_ids: list[int]) -> list[wire.LoadedRun]:
+    """Each run as the state machine sees it, with its experiment and agent's harness."""
     rows = await conn.all("run_work", run_ids=run_ids)
-    return [(work_from_row(row), row) for row in rows]
+    return [
+        wire.LoadedRun(
+            work=work_from_row(row),
+            facts=wire.ExperimentFacts(
+                experiment_id=row["experiment_id"],
+                agent_id=row["agent_id"],
+                driver=row["driver"],
+                trajectory_source=row["trajectory_source"],
+            ),
+            harness_url=row["harness_url"],
+            api_key=row["api_key"],
+            capabilities=row["capabilities"],
+        )
+        for row in rows
+    ]
+
+
+def experiment_facts(row: dict[str, Any]) -> wire.ExperimentFacts:
+    """The facts of an experiment read by :func:`experiment_row`."""
+    return wire.ExperimentFacts(
+        experiment_id=row["id"],
+        agent_id=row["agent_id"],
+        driver=row["driver"],
+        trajectory_source=row["trajectory_source"],
+    )
 
 
 def work_from_row(row: dict[str, Any]) -> wire.RunWork:
@@ -361,12 +387,20 @@ def sign_files(work: wire.RunWork, public_url: str, key: str) -> wire.RunWork:
     return msgspec.structs.replace(work, files=files)
 
 
-async def apply_transition(conn: Conn, t: wire.Transition) -> bool:
+NO_TRAJECTORY = dict.fromkeys(("source", "body", "raw", "partial", "valid", "errors"))
+
+
+async def write_transition(conn: Conn, t: wire.Transition, *, actor: str) -> bool:
     """Record ``t`` if the run is still where ``t`` starts from; True when it was applied.
+    Only :func:`evalkit.runs.engine.record` calls this.
 
     The trajectory (if any) is validated here, on the server, whoever collected it, and
-    is written by the same statement as the state change."""
-    params = dict(
+    is written by the same statement as the state change and its event."""
+    trajectory = NO_TRAJECTORY if t.trajectory is None else _checked(t.trajectory)
+    row = await conn.one(
+        "run_transition",
+        actor=actor,
+        why=t.note or t.error,
         run_id=t.run_id,
         from_state=t.from_state,
         from_attempts=t.from_attempts,
@@ -383,10 +417,8 @@ async def apply_transition(conn: Conn, t: wire.Transition) -> bool:
         deadline_at=t.deadline_at,
         stop_requested_at=t.stop_requested_at,
         harness_done_at=t.harness_done_at,
+        **trajectory,
     )
-    if t.trajectory is None:
-        return await conn.one("run_transition", **params) is not None
-    row = await conn.one("run_transition_with_trajectory", **params, **_checked(t.trajectory))
     return row is not None
 
 
@@ -417,11 +449,13 @@ def _checked(record: wire.TrajectoryRecord) -> dict[str, Any]:
     }
 
 
-async def give_up(conn: Conn, run_id: int, error: str) -> None:
-    """End a live run as errored whatever its state (its job failed for good)."""
-    row = await conn.one("run_give_up", run_id=run_id, error=error)
-    if row is not None:
-        await finish_experiment_if_done(conn, row["experiment_id"])
+async def run_position(conn: Conn, run_id: int) -> wire.RunPosition | None:
+    row = await conn.one("run_position", run_id=run_id)
+    return None if row is None else wire.RunPosition(**row)
+
+
+async def run_events(conn: Conn, run_id: int) -> list[wire.RunEvent]:
+    return [wire.RunEvent(**row) for row in await conn.all("run_events_list", run_id=run_id)]
 
 
 async def finish_experiment_if_done(conn: Conn, experiment_id: int) -> bool:
@@ -430,9 +464,10 @@ async def finish_experiment_if_done(conn: Conn, experiment_id: int) -> bool:
 
 async def collecting_run_for_session(
     conn: Conn, agent_id: int, session_id: str
-) -> dict[str, Any] | None:
+) -> wire.CollectingRun | None:
     """The agent's run waiting in collecting for this traced session, if any."""
-    return await conn.one("run_collecting_for_session", agent_id=agent_id, session_id=session_id)
+    row = await conn.one("run_collecting_for_session", agent_id=agent_id, session_id=session_id)
+    return None if row is None else wire.CollectingRun(**row)
 
 
 async def link_session(conn: Conn, agent_id: int, session_id: str, run_id: int) -> None:
@@ -456,18 +491,14 @@ async def reopen_experiment(conn: Conn, experiment_id: int) -> None:
     await conn.execute("experiment_reopen", experiment_id=experiment_id)
 
 
-async def claim_runs(conn: Conn, agent_id: int, limit: int) -> list[int]:
+async def claim_runs(conn: Conn, agent_id: int, limit: int, *, actor: str) -> list[int]:
     """Move up to ``limit`` queued server-driven runs of the agent to starting, within the
     agent's free slots. The agent row lock makes concurrent claims count each other."""
     async with conn.transaction():
         await conn.execute("agent_lock", agent_id=agent_id)
-        rows = await conn.all("runs_claim", agent_id=agent_id, limit=limit)
+        rows = await conn.all("runs_claim", agent_id=agent_id, limit=limit, actor=actor)
     return [row["id"] for row in rows]
 
 
 async def live_runs(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
     return await conn.all("run_live_ids", experiment_id=experiment_id)
-
-
-def is_terminal(state: str) -> bool:
-    return state in TERMINAL

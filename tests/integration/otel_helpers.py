@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from evalkit.otel.mapping import load_starter
+from tests.integration.runs_helpers import UNGUARDED
 
 MAPPING = load_starter("openinference")
 """The shipped OpenInference starter: its session id is the ``session.id`` attribute."""
@@ -181,6 +182,7 @@ def collecting_run(server, token: str, workspace: str, agent: str, session_id: s
     )
     assert r.status_code in (200, 201), r.text
     with psycopg.connect(server.db_url) as conn:
+        conn.execute(UNGUARDED)
         row = conn.execute(
             "UPDATE runs SET state = 'collecting', session_id = %s "
             "WHERE id = (SELECT max(id) FROM runs) RETURNING id",

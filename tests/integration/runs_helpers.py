@@ -92,3 +92,8 @@ def until(predicate: Callable[[], bool], timeout: float = 30, what: str = "condi
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+UNGUARDED = "SET session_replication_role = replica"
+"""Turns the database's run transition guard off for the connection (its triggers do not
+fire), so a test can put a run where only a crash would leave it."""

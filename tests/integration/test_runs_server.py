@@ -14,6 +14,7 @@ from evalkit.otel.mapping import load_starter
 from tests.conftest import ADMIN_PASSWORD
 from tests.integration.datasets_helpers import Repo, admin_api, simple_case
 from tests.integration.runs_helpers import (
+    UNGUARDED,
     api,
     create_agent,
     engine_server,
@@ -499,7 +500,7 @@ def test_the_sweeper_moves_a_run_no_job_would(engine, dev, cli):
     import psycopg
 
     from evalkit.db import Database
-    from evalkit.jobs.app import defer
+    from evalkit.jobs.queue import defer
 
     with harness() as ref:
         create_agent(engine, dev, "dev", "ref", ref.url)
@@ -507,6 +508,7 @@ def test_the_sweeper_moves_a_run_no_job_would(engine, dev, cli):
         run_id = done["run_list"][0]["id"]
         # As if a worker died right after claiming the run: starting, idle, no job.
         with psycopg.connect(engine.db_url, autocommit=True) as conn:
+            conn.execute(UNGUARDED)
             conn.execute(
                 "UPDATE runs SET state = 'starting', finished_at = NULL, "
                 "updated_at = now() - interval '1 hour' WHERE id = %s",
@@ -549,6 +551,7 @@ def test_the_summary_counts_runs_not_states(engine, dev, cli):
     detail = wait_finished(engine, dev, experiment)
     assert detail["summary"]["runs"] == 6 and detail["summary"]["by_state"] == {"done": 6}
     with psycopg.connect(engine.db_url, autocommit=True) as conn:
+        conn.execute(UNGUARDED)
         conn.execute(
             "UPDATE runs SET state = 'failed' WHERE id IN (SELECT id FROM runs "
             "WHERE experiment_id = %s ORDER BY id LIMIT 2)",

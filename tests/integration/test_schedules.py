@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from evalkit.db import Database
-from evalkit.jobs.app import defer
+from evalkit.jobs.queue import defer
 from evalkit.jobs.schedules import Fire, tick
 from evalkit.otel.mapping import load_starter
 from evalkit.outbound import make_client

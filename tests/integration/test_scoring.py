@@ -21,6 +21,7 @@ from tests.conftest import ADMIN_PASSWORD
 from tests.integration.datasets_helpers import Repo, add_user, admin_api
 from tests.integration.judge_helpers import LoopbackServer
 from tests.integration.runs_helpers import (
+    UNGUARDED,
     api,
     create_agent,
     engine_server,
@@ -385,6 +386,7 @@ def test_evaluate_refusals(engine, dev, cli):
             "UPDATE experiments SET driver = 'server', judge_by = NULL, judge = NULL WHERE id = %s",
             (experiment,),
         )
+        conn.execute(UNGUARDED)
         conn.execute("UPDATE runs SET state = 'errored' WHERE experiment_id = %s", (experiment,))
     nothing = cli("evaluate", str(experiment))
     assert nothing.code == 1 and "[nothing-to-score]" in nothing.err

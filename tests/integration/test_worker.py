@@ -9,7 +9,8 @@ import time
 import psycopg
 
 from evalkit.db import Database
-from evalkit.jobs.app import defer, load_tasks
+from evalkit.jobs.app import load_tasks
+from evalkit.jobs.queue import defer
 from tests.conftest import start_server
 
 

@@ -87,7 +87,7 @@ async def fixtures_sign(call: Call) -> SignedFixtureUrl:
     access.require_read(call.actor)
     sha256 = _sha256(call)
     await _require_present(blob_store(call), sha256)
-    from evalkit.serve import public_url
+    from evalkit.config import public_url
 
     now = datetime.now(UTC)
     url = signing.sign_fixture_url(

@@ -56,7 +56,7 @@ async def agents_check(call: Call) -> CheckReport:
     await outbound.acheck_url(agent.harness_url, call.settings.egress)
     file_url = None
     if call.settings.encryption_key:
-        from evalkit.serve import public_url
+        from evalkit.config import public_url
 
         await asyncio.to_thread(_store_check_file, call)
         file_url = signing.sign_fixture_url(

@@ -38,7 +38,7 @@ from evalkit.errors import (
     NotFound,
     TooLarge,
 )
-from evalkit.jobs.otel import defer_settles
+from evalkit.jobs.queue import defer_settles
 from evalkit.model import otel as wire
 from evalkit.model.names import parse_ref, whole_number
 from evalkit.otel.otlp import Decoded, NotTraces, decode_json, decode_protobuf
@@ -427,7 +427,7 @@ async def _store_once(
             exact=exact,
         )
         # Only a session a run waits on needs its settle job now: a run that reaches
-        # collecting later queues one itself (evalkit.jobs.settle.on_collecting).
+        # collecting later queues one itself (evalkit.runs.engine.record).
         await defer_settles(conn, agent_id, result.waiting, settings.settle_seconds)
     return result
 

@@ -8,11 +8,11 @@ from typing import Any
 from evalkit.auth import access
 from evalkit.auth.access import Actor
 from evalkit.edge.endpoint import Call, Endpoint
-from evalkit.edge.routes.experiments import Plan, plan_experiment
 from evalkit.errors import BadRequest
 from evalkit.model import schedules as wire
 from evalkit.model.names import parse_ref, whole_number
 from evalkit.model.runs import ExperimentCreate
+from evalkit.runs.engine import Plan, plan_experiment
 from evalkit.store import schedules as store
 from evalkit.store.workspaces import get_workspace
 

@@ -7,7 +7,7 @@ from evalkit.auth import access
 from evalkit.cases.model import CUSTOM_NAME_RE
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadRequest, Conflict
-from evalkit.jobs.scoring import defer_scoring
+from evalkit.jobs import queue
 from evalkit.model import scores as wire
 from evalkit.model.names import whole_number
 from evalkit.scoring.run import identities, selector_names
@@ -74,7 +74,7 @@ async def experiment_evaluate(call: Call) -> wire.ScoringRound:
         if only is not None:
             rerun, rerun_custom = identities(only)
             await store.carry_forward(conn, experiment_id, round_, rerun, rerun_custom)
-        await defer_scoring(conn, run_ids, round_, only)
+        await queue.defer_scoring(conn, run_ids, round_, only)
     async with call.db.connection() as conn:
         found = [r for r in await store.rounds(conn, experiment_id) if r.round == round_]
     opened = found[0] if found else wire.ScoringRound(experiment_id=experiment_id, round=round_)

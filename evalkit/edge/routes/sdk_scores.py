@@ -9,15 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.edge.routes.experiments import TRANSITION_MAX_BODY
 from evalkit.errors import BadRequest, Conflict
+from evalkit.jobs import queue
+from evalkit.jobs.settle import trajectory_from_spans
 from evalkit.model import sdk as wire
+from evalkit.model.harness import FINAL_STATUSES
 from evalkit.model.names import whole_number
+from evalkit.runs import engine
 from evalkit.store import runs as runs_store
 from evalkit.store import scores as scores_store
 from evalkit.store import sdk_scores as store
+from evalkit.store.otel import session_row, spans_for_session
 
 MAX_TEXT = 4000
 """Characters kept of an explanation or an error (as for the server's evaluators)."""
@@ -100,22 +107,12 @@ async def sdk_steps(call: Call) -> wire.SdkBatchResult:
     """Steps and Python scores of several runs in one request and one transaction: an
     experiment with an instant task posts a few steps per run, and round trips, not the
     database, would bound it otherwise."""
-    from evalkit.jobs import settle
-    from evalkit.jobs.runs import defer_advance
-    from evalkit.runs import machine
-
     access.require_user(call.actor)
     experiment_id = _id(call, "experiment")
     async with call.db.connection() as conn:
         row = await runs_store.experiment_row(conn, experiment_id)
         _require_sdk_driver(call, row)
         body: wire.SdkBatch = await call.payload()
-        for step in body.steps:
-            if not machine.is_allowed(step.from_state, step.to_state):
-                raise BadRequest(
-                    f"run {step.run_id} cannot go from {step.from_state} to {step.to_state}",
-                    code="transition-not-allowed",
-                )
         ids = sorted({t.run_id for t in body.steps} | {s.run_id for s in body.scores})
         async with conn.transaction():
             owned = await store.run_states(conn, experiment_id, ids)
@@ -126,22 +123,10 @@ async def sdk_steps(call: Call) -> wire.SdkBatchResult:
                     f"{experiment_id}; post each experiment's steps to its own URL",
                     code="no-such-run",
                 )
-            applied: list[bool] = []
-            last: dict[int, bool] = {}
-            finished = False
-            for step in body.steps:
-                done = await runs_store.apply_transition(conn, step)
-                applied.append(done)
-                last[step.run_id] = done
-                if not done:
-                    continue
-                if step.to_state == "scoring":
-                    await defer_advance(conn, step.run_id)  # the server scores it
-                elif step.to_state == "collecting" and step.session_id:
-                    await settle.defer_settle(conn, row["agent_id"], step.session_id, after=0)
-                finished = finished or step.to_state in machine.TERMINAL
-            if finished:
-                await runs_store.finish_experiment_if_done(conn, experiment_id)
+            actor = engine.driver_actor("sdk", call.actor.username)
+            facts = runs_store.experiment_facts(row)
+            applied = await engine.record_all(conn, body.steps, facts, actor=actor)
+            last = {step.run_id: done for step, done in zip(body.steps, applied, strict=True)}
             scored: list[int] = []
             todo = [s for s in body.scores if last.get(s.run_id, True) and s.scores]
             if todo:
@@ -189,8 +174,6 @@ async def sdk_round_open(call: Call) -> wire.SdkRoundOpened:
             f"ended (or go on with it: run_experiment(resume={experiment_id}, ...))",
             code="experiment-running",
         )
-    from evalkit.jobs.scoring import defer_scoring
-
     async with call.db.transaction() as conn:
         scorable = set(await scores_store.scorable_runs(conn, experiment_id))
         strangers = sorted(set(body.rescore_runs) - scorable)
@@ -204,7 +187,7 @@ async def sdk_round_open(call: Call) -> wire.SdkRoundOpened:
         round_ = await scores_store.open_round(conn, experiment_id, evaluators, call.actor.user_id)
         rescore = sorted(set(body.rescore_runs))
         await store.carry_forward(conn, experiment_id, round_, body.evaluators, rescore)
-        await defer_scoring(conn, rescore, round_, None)
+        await queue.defer_scoring(conn, rescore, round_, None)
     return wire.SdkRoundOpened(experiment_id=experiment_id, round=round_, rescored=rescore)
 
 
@@ -227,20 +210,22 @@ async def run_trajectory_refetch(call: Call) -> wire.TrajectoryRefetched:
                 "and cannot be read again",
                 code="no-session",
             )
-        from evalkit.jobs import settle
-        from evalkit.store.otel import spans_for_session
-
-        session = await settle._session(conn, run["agent_id"], run["session_id"])
-        facts = {**run, "trajectory_wait_seconds": 0.0}
-        record = await settle._collect(conn, run["agent_id"], run["session_id"], facts, session)
+        session = await session_row(conn, run["agent_id"], run["session_id"])
+        record = await trajectory_from_spans(
+            conn,
+            run["agent_id"],
+            run["session_id"],
+            session,
+            agent_name=run["agent_name"],
+            cut_short=run["timed_out"] and run["harness_status"] not in FINAL_STATUSES,
+            waited_seconds=0.0,
+        )
         spans = (
             0
             if session is None
             else len(await spans_for_session(conn, run["agent_id"], run["session_id"]))
         )
         checked = await store.replace_trajectory(conn, run_id, record)
-    import msgspec
-
     before = run["trajectory"]
     after = msgspec.json.decode(checked["body"]) if checked["body"] else None
     changed = before != after or run["valid"] != checked["valid"]

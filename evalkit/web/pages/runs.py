@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from evalkit.edge.routes import experiments, run_list, scores
 from evalkit.model.names import whole_number
+from evalkit.model.runs import TERMINAL
 from evalkit.web import charts
 from evalkit.web.page import Page, WebCall, use
 from evalkit.web.pages.experiments import FMT, pager
@@ -266,6 +267,7 @@ async def run_page(call: WebCall) -> Response:
         steps_pager=steps_pager,
         output=None if run.output is None else _json(run.output),
         timings=_timings(run),
+        over=run.state in TERMINAL,
     )
 
 
