@@ -141,7 +141,7 @@ def attach_trajectory(
 
 def give_up(run: Position, error: str) -> Transition:
     """Any live state -> errored: nothing can move the run on (its job failed for good)."""
-    return transition(run, "errored", error=error, note="given up")
+    return transition(run, "errored", error=error)
 
 
 def advance(work: RunWork, taken: Transition) -> RunWork:
