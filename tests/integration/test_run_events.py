@@ -5,6 +5,7 @@ leaves one event (who, from, to, why) that the API, the CLI and the run page sho
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import httpx
 import psycopg
@@ -90,7 +91,7 @@ def test_every_step_of_a_server_driven_run_is_logged(engine, dev, cli):
     assert steps[0] == ("queued", "starting") and steps[-1] == ("scoring", "done"), steps
     assert ("collecting", "scoring") in steps
     # One chain: each step starts where the one before it ended.
-    assert all(a[1] == b[0] for a, b in zip(steps, steps[1:], strict=False)), steps
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(steps)), steps
     assert {e["actor"] for e in events} == {"worker"}
     retried = [e for e in events if e["from_state"] == e["to_state"] and e["attempts"]]
     assert retried and "polling the run failed, retrying" in retried[0]["why"], events

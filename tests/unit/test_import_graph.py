@@ -47,7 +47,7 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str) -> list[str]:
         base = node.module or ""
         if node.level:
             package = module.split(".")
-            if not modules()[module].name == "__init__.py":
+            if modules()[module].name != "__init__.py":
                 package = package[:-1]
             package = package[: len(package) - node.level + 1]
             base = ".".join([*package, base] if base else package)
@@ -62,7 +62,7 @@ def imports(module: str, *, module_level_only: bool) -> list[tuple[str, int]]:
     tree = ast.parse(modules()[module].read_text())
     found: list[tuple[str, int]] = []
 
-    def visit(nodes: list[ast.stmt], *, top: bool) -> None:
+    def visit(nodes: list[ast.stmt]) -> None:
         for node in nodes:
             if isinstance(node, ast.Import | ast.ImportFrom):
                 found.extend((t, node.lineno) for t in _targets(node, module))
@@ -70,15 +70,15 @@ def imports(module: str, *, module_level_only: bool) -> list[tuple[str, int]]:
                 continue
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 if not module_level_only:
-                    visit(node.body, top=False)
+                    visit(node.body)
             else:
                 for field in ("body", "orelse", "finalbody", "handlers"):
                     block = getattr(node, field, None)
                     if isinstance(block, list):
                         inner = [n.body if isinstance(n, ast.ExceptHandler) else [n] for n in block]
-                        visit([s for group in inner for s in group], top=top)
+                        visit([s for group in inner for s in group])
 
-    visit(tree.body, top=True)
+    visit(tree.body)
     return found
 
 
