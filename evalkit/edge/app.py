@@ -88,5 +88,6 @@ def create_app(settings: Settings, db: Database, *, manage_pool: bool = True) ->
     )
     app.state.settings = settings
     app.state.db = db
+    app.state.endpoints = ENDPOINTS  # what GET /api/openapi.json describes
     app.state.blobs = None  # opened on first use: a gs:// client is not free to create
     return app

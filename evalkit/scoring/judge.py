@@ -57,6 +57,7 @@ from evalkit.scoring.judge_prompt import (
     render_trajectory,
 )
 from evalkit.scoring.model import RunContext, ScoreItem
+from evalkit.store import judges
 
 __all__ = [
     "CORRECTION_TEMPLATE",
@@ -129,8 +130,6 @@ async def load_judge(conn: Any, box: SecretBox, model_override: str | None) -> J
     """The server's default judge (``evalkit judge-default set``), with the provider's key
     decrypted; ``model_override`` (a case's ``judge.model``) replaces the model. None when
     no default judge is set."""
-    from evalkit.store import judges
-
     target = await judges.default_judge_target(conn)
     if target is None:
         return None

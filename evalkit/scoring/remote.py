@@ -28,6 +28,7 @@ from evalkit.cases.model import canonical_json
 from evalkit.errors import EvalkitError
 from evalkit.model.evaluator_api import API_VERSION, Score
 from evalkit.scoring.model import RunContext, ScoreItem
+from evalkit.store import evaluators as store
 
 __all__ = ["RemoteEvaluator", "build_request", "evaluate", "load_evaluators", "score_name"]
 
@@ -56,8 +57,6 @@ async def load_evaluators(
     conn: Any, box: SecretBox, workspace_id: int
 ) -> dict[str, RemoteEvaluator]:
     """The workspace's remote evaluators by name, with their keys decrypted."""
-    from evalkit.store import evaluators as store
-
     found: dict[str, RemoteEvaluator] = {}
     for target in await store.scoring_targets(conn, workspace_id):
         key: str | None = None

@@ -24,10 +24,12 @@ from typing import Any
 import httpx
 import msgspec
 
-from evalkit.cases.model import BUILTIN_EVALUATORS
+from evalkit.auth.secrets import SecretBox
+from evalkit.cases.model import BUILTIN_EVALUATORS, JudgeConfig
 from evalkit.config import Settings
 from evalkit.db import Database
 from evalkit.errors import EvalkitError
+from evalkit.scoring import judge, remote
 from evalkit.scoring.builtins import BUILTINS, EVALUATOR_VERSION, EvaluatorError
 from evalkit.scoring.model import RunContext, ScoreItem, ScoreKind
 from evalkit.store import runs as runs_store
@@ -212,13 +214,9 @@ class _Services:
         self._remotes: dict[str, Any] | None = None
 
     def _box(self) -> Any:
-        from evalkit.auth.secrets import SecretBox
-
         return SecretBox(self.settings.encryption_key)
 
     async def judge(self, model: str | None) -> Any:
-        from evalkit.scoring import judge
-
         async with self._lock:
             if model not in self._judges:
                 async with self.db.connection() as conn:
@@ -226,8 +224,6 @@ class _Services:
             return self._judges[model]
 
     async def remotes(self, workspace_id: int) -> dict[str, Any]:
-        from evalkit.scoring import remote
-
         async with self._lock:
             if self._remotes is None:
                 async with self.db.connection() as conn:
@@ -261,12 +257,6 @@ def _call_for(selected: Selected, services: _Services) -> Call:
 
 
 def _judge_call(services: _Services) -> Call:
-    try:
-        from evalkit.cases.model import JudgeConfig
-        from evalkit.scoring import judge
-    except ImportError:
-        raise EvaluatorError("the LLM judge is not available yet in this build") from None
-
     async def grade(ctx: RunContext, config: Any) -> list[ScoreItem]:
         try:
             cfg = msgspec.convert(config, JudgeConfig)
@@ -286,11 +276,6 @@ def _judge_call(services: _Services) -> Call:
 
 
 def _remote_call(name: str, services: _Services) -> Call:
-    try:
-        from evalkit.scoring import remote
-    except ImportError:
-        raise EvaluatorError("remote evaluators are not available yet in this build") from None
-
     async def evaluate(ctx: RunContext, config: Any) -> list[ScoreItem]:
         found = (await services.remotes(ctx.workspace_id)).get(name)
         if found is None:

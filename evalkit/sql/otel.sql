@@ -12,13 +12,6 @@ SELECT evalkit_spans_partition_create(%(day)s::date) AS created;
 -- Drop the spans partitions of days before the cutoff; their names.
 SELECT evalkit_spans_partition_drop_before(%(cutoff)s::date) AS dropped;
 
--- name: span_partition_list :many
--- The spans partitions that exist, oldest first.
-SELECT c.relname AS name
-FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = 'spans'::regclass
-ORDER BY c.relname;
-
 -- name: span_key_claim_many :many
 -- Claim a batch's span keys (a key that exists is a retried export: that span is skipped),
 -- then create or lock the traces of the new spans (%(traces)s: each trace of the batch with

@@ -13,6 +13,7 @@ from evalkit.db import Conn
 from evalkit.errors import BadRequest, Conflict, NotFound
 from evalkit.model import datasets as wire
 from evalkit.model.names import check_name
+from evalkit.store.accounts import get_user
 from evalkit.store.evaluators import evaluator_names
 from evalkit.store.workspaces import WorkspaceRow
 
@@ -200,8 +201,6 @@ async def _sync_actor(conn: Conn, actor: Actor, as_user: str | None) -> tuple[in
     if as_user is None or as_user == actor.username:
         assert actor.user_id is not None and actor.username is not None
         return actor.user_id, actor.username
-    from evalkit.store.accounts import get_user
-
     user = await get_user(conn, as_user)
     return int(user["id"]), str(user["username"])
 

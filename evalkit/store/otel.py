@@ -82,10 +82,6 @@ async def ensure_partitions_ahead(conn: Conn, today: date, days_ahead: int) -> l
     return created
 
 
-async def list_partitions(conn: Conn) -> list[str]:
-    return [row["name"] for row in await conn.all("span_partition_list")]
-
-
 async def drop_old_partitions(conn: Conn, today: date, retention_days: int) -> list[str]:
     """Drop partitions of days before ``today - retention_days`` and forget the keys, traces
     and sessions that only they referred to."""

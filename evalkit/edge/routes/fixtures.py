@@ -12,6 +12,7 @@ from starlette.responses import StreamingResponse
 
 from evalkit.auth import access
 from evalkit.blobs import BlobStore, fixture_key, signing
+from evalkit.config import public_url
 from evalkit.edge.endpoint import Call, Endpoint, authenticate
 from evalkit.edge.routes.datasets import blob_store
 from evalkit.errors import BadRequest, Forbidden, NotFound
@@ -87,7 +88,6 @@ async def fixtures_sign(call: Call) -> SignedFixtureUrl:
     access.require_read(call.actor)
     sha256 = _sha256(call)
     await _require_present(blob_store(call), sha256)
-    from evalkit.config import public_url
 
     now = datetime.now(UTC)
     url = signing.sign_fixture_url(

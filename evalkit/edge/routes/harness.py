@@ -11,6 +11,7 @@ from pathlib import Path
 from evalkit import outbound
 from evalkit.auth import access
 from evalkit.blobs import fixture_key, signing
+from evalkit.config import public_url
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.edge.routes.agents import secret_box
 from evalkit.edge.routes.datasets import blob_store
@@ -56,8 +57,6 @@ async def agents_check(call: Call) -> CheckReport:
     await outbound.acheck_url(agent.harness_url, call.settings.egress)
     file_url = None
     if call.settings.encryption_key:
-        from evalkit.config import public_url
-
         await asyncio.to_thread(_store_check_file, call)
         file_url = signing.sign_fixture_url(
             public_url(call.settings), CHECK_FILE_SHA256, call.settings.encryption_key

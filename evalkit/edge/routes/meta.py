@@ -71,9 +71,7 @@ async def cli_wheel(call: Call) -> Response:
 
 
 async def openapi(call: Call) -> dict[str, Any]:
-    from evalkit.edge.routes import ENDPOINTS
-
-    return openapi_document(ENDPOINTS, __version__)
+    return openapi_document(call.request.app.state.endpoints, __version__)
 
 
 ENDPOINTS = [
