@@ -129,9 +129,10 @@ async def defer_scoring(
     if not run_ids:
         return []
     deferrer = app.configure_task(SCORE_RUN, allow_unknown=False, connection=conn.raw)
-    return await deferrer.batch_defer_async(
-        *({"run_id": run_id, "round": round, "only": only} for run_id in run_ids)
-    )
+    jobs: list[dict[str, Any]] = [
+        {"run_id": run_id, "round": round, "only": only} for run_id in run_ids
+    ]
+    return await deferrer.batch_defer_async(*jobs)
 
 
 async def defer(

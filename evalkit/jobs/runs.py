@@ -30,7 +30,8 @@ from evalkit.store import runs as store
 
 log = logging.getLogger("evalkit.runs")
 
-JOB_RETRY = RetryStrategy(max_attempts=10, exponential_wait=1)
+JOB_ATTEMPTS = 10
+JOB_RETRY = RetryStrategy(max_attempts=JOB_ATTEMPTS, exponential_wait=1)
 """Retries of a job that raised (a database hiccup); harness errors are the machine's."""
 
 
@@ -74,19 +75,18 @@ async def advance_run(context: JobContext, run_id: int) -> None:
     db = runtime.database()
     next_run: int | None = run_id
     while next_run is not None:
+        current = next_run
         try:
-            next_run = await _drive(db, next_run)
+            next_run = await _drive(db, current)
         except Exception as exc:
-            if (context.job.attempts or 0) + 1 < JOB_RETRY.max_attempts:
+            if (context.job.attempts or 0) + 1 < JOB_ATTEMPTS:
                 raise
             # The last attempt: a run must not stay live with no job to move it.
-            log.exception(
-                "run %s: giving up after %s job attempts", next_run, JOB_RETRY.max_attempts
-            )
+            log.exception("run %s: giving up after %s job attempts", current, JOB_ATTEMPTS)
             async with db.connection() as conn:
-                [loaded] = await store.load_work(conn, [next_run])
+                [loaded] = await store.load_work(conn, [current])
                 error = f"evalkit could not advance the run: {exc}"
-                await engine.give_up(conn, next_run, error, loaded.facts)
+                await engine.give_up(conn, current, error, loaded.facts)
             return
 
 

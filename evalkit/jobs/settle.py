@@ -72,7 +72,7 @@ def _wait_needed(
         return 0.0
     if session is None:  # no span yet: wait for the first, up to the deadline
         return min(settle, (deadline - now).total_seconds())
-    quiet_since = session["last_received_at"]
+    quiet_since: datetime = session["last_received_at"]
     quiet_until = quiet_since + timedelta(seconds=settle)
     if now >= quiet_until:
         return 0.0

@@ -86,7 +86,7 @@ class Env:
     (a CLI driver) the run is handed off at ``scoring`` and the server scores it."""
 
     def retry_wait(self, attempt: int) -> float:
-        return min(self.backoff * 2 ** max(attempt - 1, 0), MAX_BACKOFF_SECONDS)
+        return min(self.backoff * 2.0 ** max(attempt - 1, 0), MAX_BACKOFF_SECONDS)
 
 
 @dataclass

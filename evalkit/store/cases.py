@@ -135,7 +135,7 @@ async def review(
             "back and sync) before deciding on it",
             code="case-removed",
         )
-    state = "approved" if decision == "approve" else "rejected"
+    state: wire.ReviewState = "approved" if decision == "approve" else "rejected"
     await conn.execute(
         "case_version_set_review", version_id=chosen["version_id"], review_state=state
     )

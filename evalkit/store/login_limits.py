@@ -38,7 +38,7 @@ def wait_after(failures: int, free: int) -> int:
     """Seconds the next attempt waits after ``failures`` failures in a row (0: none)."""
     if failures < free:
         return 0
-    return min(MAX_WAIT_SECONDS, FIRST_WAIT_SECONDS * 2 ** (failures - free))
+    return int(min(MAX_WAIT_SECONDS, FIRST_WAIT_SECONDS * 2 ** (failures - free)))
 
 
 async def check(conn: Conn, username: str, address: str | None) -> None:

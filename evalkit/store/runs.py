@@ -76,9 +76,11 @@ async def pin_cases(
 
 
 def _effective(row: dict[str, Any]) -> dict[str, Any]:
+    content: dict[str, Any] = row["content"]
     if row.get("target_content") is None:
-        return row["content"]
-    return apply_overlay(row["target_content"], row["content"])
+        return content
+    merged: dict[str, Any] = apply_overlay(row["target_content"], content)
+    return merged
 
 
 async def insert_experiment(
