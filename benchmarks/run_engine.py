@@ -11,12 +11,19 @@ statement the edge, the worker and procrastinate send outside an explicit transa
 one transaction, so "transactions per run" is a close count of the round trips.
 
     uv run python benchmarks/run_engine.py [--cases 2000] [--slots 8 32]
+
+With ``--against DIR`` (a checkout of an older commit with its own ``.venv``, e.g. a
+``git worktree``), the benchmark runs ``--rounds`` times in each tree, alternating old and
+new, and prints both trees' runs/s per setting with the new/old ratio of the medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,7 +39,12 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--slots", type=int, nargs="+", default=[8, 32])
     parser.add_argument("--worker-concurrency", type=int, default=32)
+    parser.add_argument("--against", type=Path, help="an older checkout to compare with")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if args.against is not None:
+        compare_trees(args)
+        return
 
     with local_stack(args.worker_concurrency) as stack:
         api = stack.api
@@ -87,6 +99,50 @@ def main() -> None:
     if len(rows) > 1:
         gain = rows[-1][2] / rows[0][2]
         print(f"\nspeed-up from {rows[0][0]} to {rows[-1][0]} slots: {gain:.2f}x")
+
+
+ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+
+
+def compare_trees(args: argparse.Namespace) -> None:
+    """Alternate this tree's benchmark with the same benchmark of ``args.against``."""
+    old = args.against.resolve()
+    new = Path(__file__).resolve().parents[1]
+    passed = ["--cases", str(args.cases), "--worker-concurrency", str(args.worker_concurrency)]
+    passed += ["--slots", *map(str, args.slots)]
+    rates: dict[str, dict[int, list[float]]] = {"old": {}, "new": {}}
+    for round_no in range(1, args.rounds + 1):
+        for name, tree in (("old", old), ("new", new)):
+            print(f"round {round_no}: {name} tree ({tree})", flush=True)
+            for slots, rate in _one_run(tree, passed).items():
+                rates[name].setdefault(slots, []).append(rate)
+    print(f"\n{'max_concurrent_runs':>20}{'old runs/s':>12}{'new runs/s':>12}{'new/old':>9}")
+    for slots in args.slots:
+        before = statistics.median(rates["old"][slots])
+        after = statistics.median(rates["new"][slots])
+        print(f"{slots:>20}{before:>12.1f}{after:>12.1f}{after / before:>9.2f}")
+    print(f"(medians of {args.rounds} alternating rounds; each: {rates})")
+
+
+def _one_run(tree: Path, passed: list[str]) -> dict[int, float]:
+    python = tree / ".venv" / "bin" / "python"
+    script = tree / "benchmarks" / "run_engine.py"
+    done = subprocess.run(
+        [str(python), str(script), *passed],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the benchmark failed in {tree}:\n{done.stdout}\n{done.stderr}")
+    found = {}
+    for line in done.stdout.splitlines():
+        match = ROW.match(line)
+        if match:
+            found[int(match[1])] = float(match[3])
+    return found
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ RunState = Literal[
     "failed",
     "errored",
 ]
-RUN_STATES: frozenset[str] = frozenset(get_args(RunState))
+RUN_STATES: tuple[str, ...] = get_args(RunState)
+"""Every run state, in the order a run goes through them."""
 TERMINAL: frozenset[str] = frozenset({"done", "failed", "errored"})
 """A run in one of these states is over: nothing moves it again."""
 IN_FLIGHT: frozenset[str] = frozenset({"starting", "running", "stopping"})

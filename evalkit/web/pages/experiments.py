@@ -22,7 +22,7 @@ from evalkit.edge.routes import agents, datasets, experiments, run_list, schedul
 from evalkit.edge.routes import workspaces as workspace_routes
 from evalkit.errors import BadRequest
 from evalkit.model import run_list as wire
-from evalkit.model.runs import ExperimentCreate
+from evalkit.model.runs import RUN_STATES, ExperimentCreate
 from evalkit.model.schedules import ScheduleCreate
 from evalkit.web import charts
 from evalkit.web.page import Page, WebCall, form_struct, use
@@ -337,17 +337,7 @@ async def experiment_page(call: WebCall) -> Response:
         cost=_measure_chart(drawn.cost, "cost"),
         measures=drawn,
         others=others,
-        states=(
-            "queued",
-            "starting",
-            "running",
-            "stopping",
-            "collecting",
-            "scoring",
-            "done",
-            "failed",
-            "errored",
-        ),
+        states=RUN_STATES,
     )
     if summary is None:
         response.headers["refresh"] = "2"
