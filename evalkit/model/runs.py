@@ -183,6 +183,7 @@ class RunPosition(msgspec.Struct, frozen=True, kw_only=True):
     run does not matter (giving up on it)."""
 
     run_id: int
+    experiment_id: int
     state: RunState
     attempts: int
     session_id: str | None = None

@@ -301,4 +301,5 @@ FROM run_events WHERE run_id = %(run_id)s ORDER BY id;
 
 -- name: run_position :one
 -- Where a run is now (state, attempts and session), to build a step from it.
-SELECT id AS run_id, state, attempts, session_id FROM runs WHERE id = %(run_id)s;
+SELECT id AS run_id, experiment_id, state, attempts, session_id FROM runs
+WHERE id = %(run_id)s;

@@ -204,7 +204,30 @@ def experiment_fields(
     )
 
 
-async def experiment_row(conn: Conn, experiment_id: int) -> dict[str, Any]:
+class ExperimentRow(msgspec.Struct, frozen=True, kw_only=True):
+    """What the routes check about an experiment before acting on it."""
+
+    id: int
+    workspace: str
+    status: str
+    driver: wire.Driver
+    agent_id: int
+    trajectory_source: str
+    created_by: int | None
+    created_by_name: str | None
+    capabilities: dict[str, Any] | None
+
+    @property
+    def facts(self) -> wire.ExperimentFacts:
+        return wire.ExperimentFacts(
+            experiment_id=self.id,
+            agent_id=self.agent_id,
+            driver=self.driver,
+            trajectory_source=self.trajectory_source,
+        )
+
+
+async def _experiment_get(conn: Conn, experiment_id: int) -> dict[str, Any]:
     row = await conn.one("experiment_get", experiment_id=experiment_id)
     if row is None:
         raise NotFound(
@@ -214,8 +237,13 @@ async def experiment_row(conn: Conn, experiment_id: int) -> dict[str, Any]:
     return row
 
 
+async def experiment_row(conn: Conn, experiment_id: int) -> ExperimentRow:
+    row = await _experiment_get(conn, experiment_id)
+    return ExperimentRow(**{name: row[name] for name in ExperimentRow.__struct_fields__})
+
+
 async def get_experiment(conn: Conn, experiment_id: int, *, with_runs: bool = False) -> Any:
-    row = await experiment_row(conn, experiment_id)
+    row = await _experiment_get(conn, experiment_id)
     counts = await conn.all("experiment_state_counts", experiment_id=experiment_id)
     by_state = {c["state"]: c["n"] for c in counts}
     fields = dict(
@@ -317,16 +345,6 @@ async def load_work(conn: Conn, run_ids: list[int]) -> list[wire.LoadedRun]:
         )
         for row in rows
     ]
-
-
-def experiment_facts(row: dict[str, Any]) -> wire.ExperimentFacts:
-    """The facts of an experiment read by :func:`experiment_row`."""
-    return wire.ExperimentFacts(
-        experiment_id=row["id"],
-        agent_id=row["agent_id"],
-        driver=row["driver"],
-        trajectory_source=row["trajectory_source"],
-    )
 
 
 def work_from_row(row: dict[str, Any]) -> wire.RunWork:
@@ -454,6 +472,14 @@ def _checked(record: wire.TrajectoryRecord) -> dict[str, Any]:
 async def run_position(conn: Conn, run_id: int) -> wire.RunPosition | None:
     row = await conn.one("run_position", run_id=run_id)
     return None if row is None else wire.RunPosition(**row)
+
+
+async def find_run(conn: Conn, run_id: int) -> wire.RunPosition:
+    """Where the run is; NotFound when there is no such run."""
+    position = await run_position(conn, run_id)
+    if position is None:
+        raise NotFound(f"no run {run_id}; see `evalkit experiments show ID`", code="no-such-run")
+    return position
 
 
 async def run_events(conn: Conn, run_id: int) -> list[wire.RunEvent]:

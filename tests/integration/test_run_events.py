@@ -118,7 +118,7 @@ def test_a_replayed_step_records_nothing_and_logs_nothing(engine, dev, cli):
         try:
             async with db.connection() as conn:
                 before = len(await store.run_events(conn, run_id))
-                facts = store.experiment_facts(await store.experiment_row(conn, experiment_id))
+                facts = (await store.experiment_row(conn, experiment_id)).facts
                 stale = Transition(run_id=run_id, from_state="scoring", to_state="done")
                 applied = await run_engine.record(conn, stale, facts, actor="worker")
                 after = len(await store.run_events(conn, run_id))
@@ -146,7 +146,7 @@ def test_giving_up_on_a_run_is_a_logged_step_by_the_sweep(engine, dev, cli):
                 async with db.connection() as conn:
                     [live] = await store.live_runs(conn, experiment_id)
                     row = await store.experiment_row(conn, experiment_id)
-                    facts = store.experiment_facts(row)
+                    facts = row.facts
                     await run_engine.give_up(conn, live["id"], "stuck for good", facts)
             finally:
                 await db.close()
@@ -163,4 +163,6 @@ def test_giving_up_on_a_run_is_a_logged_step_by_the_sweep(engine, dev, cli):
 
 def test_a_step_outside_the_machine_is_refused_before_the_database(database_url):
     with pytest.raises(ValueError, match="cannot go from done to running"):
-        machine.transition(RunPosition(run_id=1, state="done", attempts=0), "running")
+        machine.transition(
+            RunPosition(run_id=1, experiment_id=1, state="done", attempts=0), "running"
+        )

@@ -99,18 +99,18 @@ async def experiments_resume(call: Call) -> wire.Experiment:
         row = await store.experiment_row(conn, experiment_id)
         await _require_driver_rights(conn, call, row)
         await engine.resume_experiment(
-            conn, experiment_id, driver=row["driver"], agent_id=row["agent_id"]
+            conn, experiment_id, driver=row.driver, agent_id=row.agent_id
         )
         return await store.get_experiment(conn, experiment_id)
 
 
-async def _require_driver_rights(conn: Any, call: Call, row: dict[str, Any]) -> None:
+async def _require_driver_rights(conn: Any, call: Call, row: store.ExperimentRow) -> None:
     """Resuming or driving an experiment: the CLI that drives it is its creator's; a
     server-driven one may be resumed by anyone who may write to its workspace."""
-    if row["driver"] in ("cli", "sdk"):
-        access.require_driver(call.actor, row["created_by"], row["created_by_name"], row["id"])
+    if row.driver in ("cli", "sdk"):
+        access.require_driver(call.actor, row.created_by, row.created_by_name, row.id)
         return
-    ws = await get_workspace(conn, call.actor, row["workspace"])
+    ws = await get_workspace(conn, call.actor, row.workspace)
     access.require_write(call.actor, ws.facts, "resume experiments in it")
 
 
@@ -127,7 +127,7 @@ async def experiments_work(call: Call) -> wire.WorkList:
         live = [r["id"] for r in await store.live_runs(conn, experiment_id)]
         loaded = await store.load_work(conn, live) if live else []
     works = [run.work for run in loaded]
-    accepts = (row["capabilities"] or {}).get("accepts") or {}
+    accepts = (row.capabilities or {}).get("accepts") or {}
     if accepts.get("file_urls"):
         key = call.settings.encryption_key or ""
         works = [store.sign_files(w, public_url(call.settings), key) for w in works]
@@ -138,8 +138,8 @@ async def runs_transition(call: Call) -> wire.TransitionResult:
     access.require_user(call.actor)
     run_id = _id(call, "run")
     async with call.db.connection() as conn:
-        run = await store.run_row(conn, run_id)
-        row = await store.experiment_row(conn, run["experiment_id"])
+        run = await store.find_run(conn, run_id)
+        row = await store.experiment_row(conn, run.experiment_id)
         _require_cli_driver(call, row)
         body: wire.Transition = await call.payload()
         if body.run_id != run_id:
@@ -147,19 +147,19 @@ async def runs_transition(call: Call) -> wire.TransitionResult:
                 f"the transition names run {body.run_id} but was posted to run {run_id}; "
                 f"post it to /api/runs/{body.run_id}/transition"
             )
-        actor = engine.driver_actor(row["driver"], call.actor.username)
-        applied = await engine.record(conn, body, store.experiment_facts(row), actor=actor)
-        current = (await store.run_row(conn, run_id))["state"]
-    return wire.TransitionResult(applied=applied, state=current)
+        actor = engine.driver_actor(row.driver, call.actor.username)
+        applied = await engine.record(conn, body, row.facts, actor=actor)
+        current = await store.find_run(conn, run_id)
+    return wire.TransitionResult(applied=applied, state=current.state)
 
 
-def _require_cli_driver(call: Call, row: dict[str, Any]) -> None:
-    if row["driver"] == "server":
+def _require_cli_driver(call: Call, row: store.ExperimentRow) -> None:
+    if row.driver == "server":
         raise Conflict(
-            f"experiment {row['id']} is driven by the server; its runs are not posted from a CLI",
+            f"experiment {row.id} is driven by the server; its runs are not posted from a CLI",
             code="server-driven",
         )
-    access.require_driver(call.actor, row["created_by"], row["created_by_name"], row["id"])
+    access.require_driver(call.actor, row.created_by, row.created_by_name, row.id)
 
 
 _EXP = "/api/experiments/{experiment}"

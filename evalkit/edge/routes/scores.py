@@ -49,13 +49,13 @@ async def experiment_evaluate(call: Call) -> wire.ScoringRound:
     experiment_id = _id(call, "experiment")
     async with call.db.connection() as conn:
         row = await runs_store.experiment_row(conn, experiment_id)
-        ws = await get_workspace(conn, call.actor, row["workspace"])
+        ws = await get_workspace(conn, call.actor, row.workspace)
     access.require_write(call.actor, ws.facts, "re-score its experiments")
     body: wire.EvaluateRequest = await call.payload()
     only = _evaluator_names(body.evaluators)
-    if row["driver"] == "sdk":
+    if row.driver == "sdk":
         await _refuse_what_lives_in_the_script(call, experiment_id)
-    if row["status"] != "finished":
+    if row.status != "finished":
         raise Conflict(
             f"experiment {experiment_id} is still running; re-score it once every run has "
             f"ended (`evalkit experiments show {experiment_id}`)",

@@ -7,8 +7,6 @@ evaluator runs in the creator's process, the way the runs themselves did."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from evalkit.auth import access
@@ -38,15 +36,15 @@ def _id(call: Call, what: str) -> int:
     return number
 
 
-def _require_sdk_driver(call: Call, row: dict[str, Any]) -> None:
-    if row["driver"] != "sdk":
+def _require_sdk_driver(call: Call, row: runs_store.ExperimentRow) -> None:
+    if row.driver != "sdk":
         raise Conflict(
-            f"experiment {row['id']} was not run with evalkit.sdk.run_experiment (its runs are "
-            f"driven by {'the server' if row['driver'] == 'server' else 'a CLI'}), so it takes "
+            f"experiment {row.id} was not run with evalkit.sdk.run_experiment (its runs are "
+            f"driven by {'the server' if row.driver == 'server' else 'a CLI'}), so it takes "
             "no Python scores; its evaluators run on the server (`evalkit evaluate`)",
             code="not-sdk-driven",
         )
-    access.require_driver(call.actor, row["created_by"], row["created_by_name"], row["id"])
+    access.require_driver(call.actor, row.created_by, row.created_by_name, row.id)
 
 
 def _clip(text: str | None) -> str | None:
@@ -82,7 +80,7 @@ async def run_scores_post(call: Call) -> wire.PythonScoresStored:
         round_ = body.round or current
         if round_ > current:
             raise BadRequest(
-                f"experiment {row['id']} has no scoring round {round_} yet (its latest is "
+                f"experiment {row.id} has no scoring round {round_} yet (its latest is "
                 f"{current}); post into an open round",
                 code="no-such-round",
             )
@@ -124,7 +122,7 @@ async def sdk_steps(call: Call) -> wire.SdkBatchResult:
                     code="no-such-run",
                 )
             actor = engine.driver_actor("sdk", call.actor.username)
-            facts = runs_store.experiment_facts(row)
+            facts = row.facts
             applied = await engine.record_all(conn, body.steps, facts, actor=actor)
             last = {step.run_id: done for step, done in zip(body.steps, applied, strict=True)}
             scored: list[int] = []
@@ -168,7 +166,7 @@ async def sdk_round_open(call: Call) -> wire.SdkRoundOpened:
         row = await runs_store.experiment_row(conn, experiment_id)
     _require_sdk_driver(call, row)
     body: wire.SdkRound = await call.payload()
-    if row["status"] != "finished":
+    if row.status != "finished":
         raise Conflict(
             f"experiment {experiment_id} is still running; re-score it once every run has "
             f"ended (or go on with it: run_experiment(resume={experiment_id}, ...))",
