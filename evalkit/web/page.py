@@ -25,9 +25,10 @@ from starlette.routing import Route
 
 from evalkit.auth.access import ANONYMOUS, Actor
 from evalkit.auth.tokens import values_match
-from evalkit.db import Database, ValueRefused
+from evalkit.db import Database
 from evalkit.edge.endpoint import Call, Handler
-from evalkit.errors import ApiError, BadRequest, DatabaseError, Forbidden, Unauthorized
+from evalkit.edge.refusals import REFUSED, Refusal, refusal_for
+from evalkit.errors import BadRequest, Forbidden, Unauthorized
 from evalkit.store.accounts import resolve_login_token
 
 SESSION_COOKIE = "evalkit_session"
@@ -99,6 +100,13 @@ class WebCall(Call):
         return HTMLResponse(
             html, status, headers={"content-security-policy": CONTENT_SECURITY_POLICY}
         )
+
+    def refusal_page(self, refusal: Refusal) -> HTMLResponse:
+        response = self.render(
+            "error.html", status=refusal.status, code=refusal.code, message=refusal.message
+        )
+        response.headers.update(refusal.headers)
+        return response
 
     async def form(self) -> dict[str, Any]:
         """The posted form, CSRF-checked: a field that names several values gives a list."""
@@ -179,14 +187,10 @@ class Page:
             if not self.public and call.actor.is_anonymous:
                 return login_redirect(request)
             return await self.handler(call)
-        except Unauthorized:
+        except Unauthorized:  # a browser is sent to the login page, not shown a 401
             return login_redirect(request, expired=True)
-        except ApiError as exc:
-            return call.render("error.html", status=exc.status, code=exc.code, message=exc.message)
-        except ValueRefused as exc:  # what the visitor typed, not the database being down
-            return call.render("error.html", status=400, code="bad-value", message=exc.message)
-        except DatabaseError as exc:
-            return call.render("error.html", status=503, code="database", message=exc.message)
+        except REFUSED as exc:
+            return call.refusal_page(refusal_for(exc))
 
 
 async def _authenticate(call: WebCall) -> None:

@@ -28,8 +28,9 @@ from starlette.responses import Response
 
 from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS
-from evalkit.db import Database, IntegrityError, ValueRefused
+from evalkit.db import Database
 from evalkit.edge.endpoint import Call, Endpoint, authenticate
+from evalkit.edge.refusals import REFUSED, Refusal, refusal_for
 from evalkit.errors import (
     ApiError,
     BadRequest,
@@ -52,7 +53,6 @@ AGENT_HEADER = "x-evalkit-agent"
 SLOT_WAIT_SECONDS = 2.0
 """How long a batch waits for an ingest slot before the answer is 429."""
 RETRY_AFTER_BUSY = 1
-RETRY_AFTER_DATABASE = 5
 MAX_MESSAGE = 2000
 """The longest error or partial-success message sent back (clients cap what they read)."""
 
@@ -62,7 +62,7 @@ Encoding = Literal["protobuf", "json"]
 _GRPC_CODE = {400: 3, 401: 16, 403: 7, 404: 5, 409: 10, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
 
 
-class Refusal(ApiError):
+class CollectorRefusal(ApiError):
     """A collector answer other than 200, with its status chosen per instance."""
 
     def __init__(
@@ -108,16 +108,12 @@ def status_protobuf(code: int, message: str) -> bytes:
 _json = msgspec.json.Encoder()
 
 
-def refusal_response(encoding: Encoding | None, exc: ApiError) -> Response:
-    status = exc.status
-    message = exc.message[:MAX_MESSAGE]
+def refusal_response(encoding: Encoding | None, refusal: Refusal) -> Response:
+    """A refusal as a ``google.rpc.Status`` in the request's encoding (JSON when unknown)."""
+    status = refusal.status
+    message = refusal.message[:MAX_MESSAGE]
     code = _GRPC_CODE.get(status, 2)
-    headers = {}
-    if status == 401:
-        headers["WWW-Authenticate"] = "Bearer"
-    retry_after = getattr(exc, "retry_after", None)
-    if retry_after is not None:
-        headers["Retry-After"] = str(retry_after)
+    headers = refusal.collector_headers
     if encoding == "protobuf":
         return Response(
             status_protobuf(code, message),
@@ -126,7 +122,8 @@ def refusal_response(encoding: Encoding | None, exc: ApiError) -> Response:
             media_type="application/x-protobuf",
         )
     # The google.rpc.Status JSON fields, plus evalkit's usual error object (its rule code).
-    body = {"code": code, "message": message, "error": {"code": exc.code, "message": message}}
+    error = {"code": refusal.code, "message": message}
+    body = {"code": code, "message": message, "error": error}
     return Response(_json.encode(body), status, headers=headers, media_type="application/json")
 
 
@@ -177,20 +174,9 @@ class CollectorEndpoint(Endpoint):
             await authenticate(call)
             access.require_authenticated(call.actor)
             return await self.handler(call)  # type: ignore[no-any-return]
-        except ApiError as exc:
-            return refusal_response(encoding, exc)
-        except ValueRefused as exc:  # a permanent refusal: a retry would send the same value
-            return refusal_response(encoding, Refusal(400, "bad-value", exc.message))
-        except DatabaseError as exc:
-            return refusal_response(
-                encoding,
-                Refusal(503, "database-unavailable", exc.message, retry_after=RETRY_AFTER_DATABASE),
-            )
-        except IntegrityError as exc:  # e.g. the agent was deleted while its batch was stored
-            return refusal_response(
-                encoding, Refusal(409, "conflict", f"{exc.message} ({exc.constraint})")
-            )
-        except ClientDisconnect:
+        except REFUSED as exc:  # 409 too: the agent deleted while its batch was stored
+            return refusal_response(encoding, refusal_for(exc))
+        except ClientDisconnect:  # nobody reads the answer
             return Response(status_code=400)
 
 
@@ -276,7 +262,7 @@ def _decompressor(request: Request) -> Any:
         return zlib.decompressobj(16 + zlib.MAX_WBITS)
     if coding == "deflate":
         return zlib.decompressobj()
-    raise Refusal(
+    raise CollectorRefusal(
         415,
         "unsupported-encoding",
         f"Content-Encoding {coding!r} is not supported; send gzip, deflate or no compression",
@@ -355,7 +341,7 @@ async def otel_traces(call: Call) -> Response:
     agent_id = await _target_agent(call)
     if encoding is None:
         given = call.request.headers.get("content-type") or "none"
-        raise Refusal(
+        raise CollectorRefusal(
             415,
             "unsupported-media-type",
             f"Content-Type {given!r} is not an OTLP encoding; send application/x-protobuf "
@@ -367,7 +353,7 @@ async def otel_traces(call: Call) -> Response:
     try:
         await asyncio.wait_for(state.slots.acquire(), timeout=SLOT_WAIT_SECONDS)
     except TimeoutError:
-        raise Refusal(
+        raise CollectorRefusal(
             429,
             "collector-busy",
             "every ingest slot of this server is busy; retry after the delay",
@@ -434,7 +420,7 @@ async def _store_once(
 
 async def otel_not_traces(call: Call) -> Response:
     signal = "metrics" if call.request.url.path.endswith("/metrics") else "logs"
-    raise Refusal(
+    raise CollectorRefusal(
         404,
         "traces-only",
         f"evalkit's collector takes traces only, not {signal}: point only the traces "
