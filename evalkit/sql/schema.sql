@@ -1,4 +1,4 @@
--- evalkit's database schema at migration 0011. GENERATED: do not edit.
+-- evalkit's database schema at migration 0012. GENERATED: do not edit.
 -- The migrations (evalkit/sql/migrations/, with the SQL in evalkit/sql/schema/) are
 -- the source of truth; this file shows what they build, each table with its
 -- constraints, indexes, triggers and foreign keys, to read (nothing runs it).
@@ -57,6 +57,21 @@ BEGIN
     END LOOP;
 END
 $_$;
+
+
+CREATE FUNCTION public.runs_guard_transition() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM run_transitions_allowed
+                   WHERE from_state = OLD.state AND to_state = NEW.state) THEN
+        RAISE EXCEPTION 'run % cannot go from % to %', OLD.id, OLD.state, NEW.state
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'run_transition_allowed',
+                  HINT = 'the state machine (evalkit.runs.machine.ALLOWED) has no such step';
+    END IF;
+    RETURN NEW;
+END;
+$$;
 
 
 -- agent_tokens
@@ -582,6 +597,50 @@ ALTER TABLE ONLY public.promotions
     ADD CONSTRAINT promotions_target_id_fkey FOREIGN KEY (target_id) REFERENCES public.workspaces(id) ON DELETE CASCADE;
 
 
+-- run_events
+
+CREATE TABLE public.run_events (
+    id bigint NOT NULL,
+    run_id bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    actor text NOT NULL,
+    from_state text NOT NULL,
+    to_state text NOT NULL,
+    attempts integer NOT NULL,
+    why text
+);
+
+CREATE SEQUENCE public.run_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.run_events_id_seq OWNED BY public.run_events.id;
+
+ALTER TABLE ONLY public.run_events ALTER COLUMN id SET DEFAULT nextval('public.run_events_id_seq'::regclass);
+
+ALTER TABLE ONLY public.run_events
+    ADD CONSTRAINT run_events_pkey PRIMARY KEY (id);
+
+CREATE INDEX run_events_run_idx ON public.run_events USING btree (run_id, id);
+
+ALTER TABLE ONLY public.run_events
+    ADD CONSTRAINT run_events_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
+
+
+-- run_transitions_allowed
+
+CREATE TABLE public.run_transitions_allowed (
+    from_state text NOT NULL,
+    to_state text NOT NULL
+);
+
+ALTER TABLE ONLY public.run_transitions_allowed
+    ADD CONSTRAINT run_transitions_allowed_pkey PRIMARY KEY (from_state, to_state);
+
+
 -- runs
 
 CREATE TABLE public.runs (
@@ -636,6 +695,8 @@ CREATE INDEX runs_agent_session_idx ON public.runs USING btree (agent_id, sessio
 CREATE INDEX runs_experiment_idx ON public.runs USING btree (experiment_id, id);
 
 CREATE INDEX runs_live_idx ON public.runs USING btree (experiment_id) WHERE (state <> ALL (ARRAY['done'::text, 'failed'::text, 'errored'::text]));
+
+CREATE TRIGGER runs_guard_transition BEFORE UPDATE OF state, attempts ON public.runs FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) OR (old.attempts IS DISTINCT FROM new.attempts))) EXECUTE FUNCTION public.runs_guard_transition();
 
 ALTER TABLE ONLY public.runs
     ADD CONSTRAINT runs_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES public.agents(id) ON DELETE CASCADE;
