@@ -136,9 +136,10 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
     from procrastinate.exceptions import ConnectorException
 
     from evalkit.jobs import runtime
-    from evalkit.jobs.app import Worker, bind
+    from evalkit.jobs.app import connected, load_tasks
+    from evalkit.jobs.procrastinate_adapter import Worker
 
-    jobs = bind(db_url, max_size=settings.worker.concurrency + 2)
+    jobs = load_tasks()
     jobs.perform_import_paths()
     options: dict[str, Any] = {
         **jobs.worker_defaults,
@@ -155,7 +156,7 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
     """Ids of stopped workers of this process still registered, holding their jobs."""
     stopper = asyncio.create_task(stop.wait())
     try:
-        async with jobs.open_async():
+        async with connected(db_url, max_size=settings.worker.concurrency + 2):
             while not stop.is_set():
                 began = loop.time()
                 worker = Worker(app=jobs, **options)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from procrastinate.exceptions import AlreadyEnqueued
 
 from evalkit.config import OtelSettings
 from evalkit.db import Conn, Database
+from evalkit.jobs import procrastinate_adapter
 from evalkit.jobs.app import DATABASE_RETRY, app, defer, load_tasks
 
 log = logging.getLogger("evalkit.otel")
@@ -121,29 +121,25 @@ async def defer_settles(conn: Conn, agent_id: int, session_ids: list[str], after
     if not session_ids:
         return
     locks = {settle_lock(agent_id, s): s for s in session_ids}
-    waiting = {
-        row["queueing_lock"] for row in await conn.all("settle_job_list_waiting", locks=list(locks))
-    }
-    todo = [session for lock, session in locks.items() if lock not in waiting]
+    waiting = await procrastinate_adapter.waiting_locks(conn, locks)
+    todo = {lock: session for lock, session in locks.items() if lock not in waiting}
     if not todo:
         return
     load_tasks()
-    options: dict[str, Any] = {"schedule_in": {"seconds": after}} if after > 0 else {}
-    jobs = [
-        app.configure_task(
-            SETTLE_TASK, queueing_lock=settle_lock(agent_id, session), **options
-        ).make_new_job(agent_id=agent_id, session_id=session)
-        for session in todo
-    ]
     try:
-        async with conn.raw.transaction():  # a savepoint: a taken lock must not abort ours
-            await app.job_manager.batch_defer_jobs_async(jobs, connection=conn.raw)
+        await procrastinate_adapter.defer_under_locks(
+            app,
+            conn,
+            SETTLE_TASK,
+            {lock: {"agent_id": agent_id, "session_id": s} for lock, s in todo.items()},
+            schedule_in=after,
+        )
     except AlreadyEnqueued:
-        for session in todo:
+        for lock, session in todo.items():
             await defer(
                 conn,
                 SETTLE_TASK,
-                queueing_lock=settle_lock(agent_id, session),
+                queueing_lock=lock,
                 schedule_in=after,
                 agent_id=agent_id,
                 session_id=session,

@@ -10,11 +10,15 @@ from evalkit.cases.model import canonical_json
 from evalkit.cases.suite import apply_overlay
 from evalkit.db import Conn
 from evalkit.errors import NotFound
+from evalkit.jobs import procrastinate_adapter
 from evalkit.model import scores as wire
 from evalkit.model.harness import Provides
 from evalkit.scoring.model import RunContext, ScoreItem
 
 _json = msgspec.json.Encoder()
+
+SCORE_TASK = "score_run_job"
+"""The scoring job's task name (evalkit.jobs.scoring), whose jobs a round counts."""
 
 
 class Loaded(msgspec.Struct, kw_only=True):
@@ -166,11 +170,28 @@ async def rounds(conn: Conn, experiment_id: int) -> list[wire.ScoringRound]:
     for row in await conn.all("scores_totals_by_round", experiment_id=experiment_id):
         round_ = row.pop("round")
         totals.setdefault(round_, []).append(wire.ScoreTotals(**row))
-    rows = await conn.all("scoring_rounds_list", experiment_id=experiment_id)
-    return [
-        wire.ScoringRound(experiment_id=experiment_id, **row, totals=totals.get(row["round"], []))
-        for row in rows
-    ]
+    jobs = await _scoring_jobs_per_round(conn, experiment_id)
+    found = []
+    for row in await conn.all("scoring_rounds_list", experiment_id=experiment_id):
+        counts = jobs.get(row["round"], procrastinate_adapter.JobCounts())
+        found.append(
+            wire.ScoringRound(
+                experiment_id=experiment_id,
+                **row,
+                pending_jobs=counts.pending,
+                failed_jobs=counts.failed,
+                totals=totals.get(row["round"], []),
+            )
+        )
+    return found
+
+
+async def _scoring_jobs_per_round(
+    conn: Conn, experiment_id: int
+) -> dict[int, procrastinate_adapter.JobCounts]:
+    rows = await conn.all("experiment_run_ids", experiment_id=experiment_id)
+    run_ids = [row["id"] for row in rows]
+    return await procrastinate_adapter.jobs_per_round(conn, SCORE_TASK, run_ids)
 
 
 async def run_round(conn: Conn, run_id: int) -> int:
