@@ -17,14 +17,21 @@ from typing import Any
 
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
+from procrastinate.exceptions import ConnectorException
 
 from evalkit.auth import passwords
 from evalkit.auth.secrets import GENERATE_KEY_COMMAND, generate_key
 from evalkit.config import Settings, public_url
 from evalkit.db import Database
+from evalkit.edge.app import create_app
 from evalkit.embedded import EmbeddedPostgres
 from evalkit.errors import ConfigError, Conflict, EvalkitError
+from evalkit.jobs import runtime
+from evalkit.jobs.app import connected, load_tasks
+from evalkit.jobs.maintenance import requeue_stalled
+from evalkit.jobs.procrastinate_adapter import Worker
 from evalkit.sql import migrate
+from evalkit.store import accounts
 
 log = logging.getLogger("evalkit")
 
@@ -86,7 +93,6 @@ def ensure_encryption_key(settings: Settings, target: DatabaseTarget) -> Setting
 async def ensure_admin(db: Database, env: dict[str, str]) -> str | None:
     """Create ``admin`` from ``EVALKIT_ADMIN_PASSWORD`` on first start; refuse to start with
     no admin and no password. Returns a line to print, or None."""
-    from evalkit.store import accounts
 
     try:
         async with db.transaction() as conn:
@@ -133,12 +139,8 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
     jobs a stopped worker still held (it could not tell the database it stopped) are put
     back in the queue as soon as the database answers, not a stalled-worker time later.
     """
-    from procrastinate.exceptions import ConnectorException
 
-    from evalkit.jobs import runtime
-    from evalkit.jobs.app import Worker, bind
-
-    jobs = bind(db_url, max_size=settings.worker.concurrency + 2)
+    jobs = load_tasks()
     jobs.perform_import_paths()
     options: dict[str, Any] = {
         **jobs.worker_defaults,
@@ -155,7 +157,7 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
     """Ids of stopped workers of this process still registered, holding their jobs."""
     stopper = asyncio.create_task(stop.wait())
     try:
-        async with jobs.open_async():
+        async with connected(db_url, max_size=settings.worker.concurrency + 2):
             while not stop.is_set():
                 began = loop.time()
                 worker = Worker(app=jobs, **options)
@@ -189,7 +191,6 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
 async def _worker_round(jobs: Any, worker: Any, leftover: list[int], settings: Settings) -> None:
     """Let go of the stopped workers' jobs (unregistered, they have no worker: stalled at
     once), queue again the jobs of dead workers, then run the worker until it stops."""
-    from evalkit.jobs.maintenance import requeue_stalled
 
     while leftover:
         await jobs.job_manager.unregister_worker(leftover[-1])
@@ -216,8 +217,6 @@ async def run(
     env: dict[str, str] | None = None,
 ) -> None:
     """Serve until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None)."""
-    from evalkit.edge.app import create_app
-    from evalkit.jobs import runtime
 
     stop = stop or _stop_on_signals()
     db = Database(db_url, min_size=settings.database.pool_min, max_size=settings.database.pool_max)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 
 from procrastinate import App, JobContext
-from procrastinate.exceptions import UniqueViolation
-from procrastinate.jobs import Status
 
 from evalkit.jobs import queue, runtime
 from evalkit.jobs.app import DATABASE_RETRY, app
+from evalkit.jobs.procrastinate_adapter import retry_or_drop
 
 log = logging.getLogger("evalkit.jobs")
 
@@ -32,12 +31,9 @@ async def requeue_stalled(jobs: App, seconds: float) -> int:
     stalled = list(await manager.get_stalled_jobs(seconds_since_heartbeat=seconds))
     for job in stalled:
         log.warning("retrying job %s (%s) of a worker that stopped", job.id, job.task_name)
-        try:
-            await manager.retry_job(job)
-        except UniqueViolation:
-            # A job under the same queueing lock already waits (the dead job deferred its
-            # own next step, or the edge deferred a dispatch): that one does the same work.
-            await manager.finish_job(job, Status.ABORTED, delete_job=True)
+        # A job under the same queueing lock may already wait (the dead job deferred its own
+        # next step, or the edge deferred a dispatch): that one does the same work.
+        await retry_or_drop(manager, job)
     return len(stalled)
 
 

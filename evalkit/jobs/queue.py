@@ -19,6 +19,7 @@ from typing import Any
 from procrastinate.exceptions import AlreadyEnqueued
 
 from evalkit.db import Conn
+from evalkit.jobs import procrastinate_adapter
 from evalkit.jobs.app import app
 
 ADVANCE_RUN = "advance_run"
@@ -85,41 +86,27 @@ async def defer_settle(conn: Conn | None, agent_id: int, session_id: str, *, aft
 
 async def defer_settles(conn: Conn, agent_id: int, session_ids: list[str], after: float) -> None:
     """Queue ``settle_session`` for each session, in the caller's transaction, as
-    :func:`defer` with a queueing lock would one by one, in two statements:
-    sessions that already have a waiting job are skipped, the others are queued at once.
-    A lock taken meanwhile by a concurrent batch falls back to one defer per session."""
+    :func:`defer_settle` would one by one, in two statements: sessions that already have a
+    waiting job are skipped, the others are queued at once. A lock taken meanwhile by a
+    concurrent batch falls back to one defer per session."""
     if not session_ids:
         return
     locks = {settle_lock(agent_id, s): s for s in session_ids}
-    waiting = {
-        row["queueing_lock"] for row in await conn.all("settle_job_list_waiting", locks=list(locks))
-    }
-    todo = [session for lock, session in locks.items() if lock not in waiting]
+    waiting = await procrastinate_adapter.waiting_locks(conn, locks)
+    todo = {lock: session for lock, session in locks.items() if lock not in waiting}
     if not todo:
         return
-    options: dict[str, Any] = {"schedule_in": {"seconds": after}} if after > 0 else {}
-    jobs = [
-        app.configure_task(
-            SETTLE_SESSION,
-            allow_unknown=False,
-            queueing_lock=settle_lock(agent_id, session),
-            **options,
-        ).make_new_job(agent_id=agent_id, session_id=session)
-        for session in todo
-    ]
     try:
-        async with conn.raw.transaction():  # a savepoint: a taken lock must not abort ours
-            await app.job_manager.batch_defer_jobs_async(jobs, connection=conn.raw)
+        await procrastinate_adapter.defer_under_locks(
+            app,
+            conn,
+            SETTLE_SESSION,
+            {lock: {"agent_id": agent_id, "session_id": s} for lock, s in todo.items()},
+            schedule_in=after,
+        )
     except AlreadyEnqueued:
-        for session in todo:
-            await defer(
-                conn,
-                SETTLE_SESSION,
-                queueing_lock=settle_lock(agent_id, session),
-                schedule_in=after,
-                agent_id=agent_id,
-                session_id=session,
-            )
+        for session in todo.values():
+            await defer_settle(conn, agent_id, session, after=after)
 
 
 async def defer_scoring(

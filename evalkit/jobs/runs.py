@@ -20,7 +20,7 @@ from procrastinate import JobContext, RetryStrategy
 from evalkit.config import public_url
 from evalkit.db import Database
 from evalkit.harness.client import HarnessClient
-from evalkit.jobs import queue, runtime
+from evalkit.jobs import procrastinate_adapter, queue, runtime
 from evalkit.jobs.app import DATABASE_RETRY, app
 from evalkit.model.harness import Capabilities
 from evalkit.model.runs import IN_FLIGHT, TERMINAL, LoadedRun, RunWork
@@ -60,7 +60,8 @@ async def sweep_runs(context: JobContext, timestamp: int) -> int:
             log.warning("experiment %s had no live run but was still open", experiment_id)
             await store.finish_experiment_if_done(conn, experiment_id)
             moved += 1
-        for run in await store.orphaned_runs(conn, idle):
+        idle_runs = await store.orphaned_runs(conn, idle)
+        for run in await procrastinate_adapter.without_live_jobs(conn, idle_runs):
             log.warning("run %s (%s) had no job to move it; queueing one", run["id"], run["state"])
             if run["state"] == "collecting" and run["trajectory_source"] == "otel":
                 await queue.defer_settle(None, run["agent_id"], run["session_id"], after=0)

@@ -261,11 +261,6 @@ ORDER BY w.name, a.name, x.unassigned;
 -- Forget sessions that received nothing since the cutoff (their spans are gone).
 DELETE FROM sessions WHERE last_received_at < %(cutoff)s;
 
--- name: settle_job_list_waiting :many
--- Which of these settle locks already have a job waiting (procrastinate's todo jobs).
-SELECT queueing_lock FROM procrastinate_jobs
-WHERE status = 'todo' AND queueing_lock = ANY(%(locks)s::text[]);
-
 -- name: trace_session_write_many :many
 -- Write a batch back in one statement: the traces whose session or pending counts changed
 -- (the root came, or it is still waiting for it) and the batch's sessions, created when new

@@ -263,22 +263,20 @@ ORDER BY r.id DESC
 LIMIT 1;
 
 -- name: runs_orphaned :many
--- Live server-driven runs that nothing will move: idle for a while and no job waiting or
--- running under their lock (a worker died between claiming a run and queueing its step).
-SELECT r.id, r.agent_id, r.state, r.session_id, a.trajectory_source
+-- Live server-driven runs idle for a while, with the queueing locks of the jobs that move
+-- them: orphans (a worker died between claiming a run and queueing its step) when no job
+-- waits or runs under those (evalkit.jobs.procrastinate_adapter.without_live_jobs).
+-- Candidates, not orphans: most of them have their job, hence the high cap.
+SELECT r.id, r.agent_id, r.state, r.session_id, a.trajectory_source,
+       ARRAY['run:' || r.id, 'settle:' || r.agent_id || ':' || r.session_id] AS locks
 FROM runs r
 JOIN experiments e ON e.id = r.experiment_id
 JOIN agents a ON a.id = r.agent_id
 WHERE e.driver = 'server'
   AND r.state IN ('starting', 'running', 'stopping', 'collecting', 'scoring')
   AND r.updated_at < now() - make_interval(secs => %(idle_seconds)s)
-  AND NOT EXISTS (
-      SELECT 1 FROM procrastinate_jobs j
-      WHERE j.queueing_lock IN ('run:' || r.id, 'settle:' || r.agent_id || ':' || r.session_id)
-        AND j.status IN ('todo', 'doing')
-  )
 ORDER BY r.id
-LIMIT 1000;
+LIMIT 10000;
 
 -- name: experiments_without_live_runs :many
 -- Open experiments whose runs are all over (a crash lost the step that closes them).

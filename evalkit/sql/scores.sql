@@ -86,18 +86,10 @@ WHERE r.experiment_id = %(experiment_id)s AND starts_with(s.evaluator, 'python:'
 ORDER BY 1;
 
 -- name: scoring_rounds_list :many
--- Every round of an experiment, newest first, with its scores counted and its scoring jobs
--- still waiting or running (and those that failed for good).
+-- Every round of an experiment, newest first, with its scores counted (its scoring jobs are
+-- counted by evalkit.jobs.procrastinate_adapter.jobs_per_round).
 WITH exp AS (
     SELECT id, scoring_round FROM experiments WHERE id = %(experiment_id)s
-), jobs AS (
-    SELECT (j.args ->> 'round')::integer AS round,
-           count(*) FILTER (WHERE j.status IN ('todo', 'doing')) AS pending,
-           count(*) FILTER (WHERE j.status = 'failed') AS failed
-    FROM procrastinate_jobs j
-    JOIN runs r ON r.id = (j.args ->> 'run_id')::bigint
-    WHERE j.task_name = 'score_run_job' AND r.experiment_id = %(experiment_id)s
-    GROUP BY 1
 ), counted AS (
     SELECT s.round, count(DISTINCT s.run_id) AS runs_scored, count(*) AS scores,
            count(*) FILTER (WHERE s.error IS NOT NULL) AS errors,
@@ -109,14 +101,12 @@ WITH exp AS (
 )
 SELECT g.round, sr.evaluators, sr.created_at, u.username AS created_by,
        COALESCE(c.runs_scored, 0) AS runs_scored, COALESCE(c.scores, 0) AS scores,
-       COALESCE(c.errors, 0) AS errors, COALESCE(c.skipped, 0) AS skipped,
-       COALESCE(j.pending, 0) AS pending_jobs, COALESCE(j.failed, 0) AS failed_jobs
+       COALESCE(c.errors, 0) AS errors, COALESCE(c.skipped, 0) AS skipped
 FROM exp
 CROSS JOIN LATERAL generate_series(1, exp.scoring_round) AS g (round)
 LEFT JOIN scoring_rounds sr ON sr.experiment_id = exp.id AND sr.round = g.round
 LEFT JOIN users u ON u.id = sr.created_by
 LEFT JOIN counted c ON c.round = g.round
-LEFT JOIN jobs j ON j.round = g.round
 ORDER BY g.round DESC;
 
 -- name: scores_totals_by_round :many

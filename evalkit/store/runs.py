@@ -511,7 +511,9 @@ async def open_experiments_without_live_runs(conn: Conn) -> list[int]:
 
 
 async def orphaned_runs(conn: Conn, idle_seconds: float) -> list[dict[str, Any]]:
-    """Live server-driven runs idle that long with no job waiting for them."""
+    """Live server-driven runs idle that long, each with the queueing locks of the jobs that
+    would move it (the caller drops those a job still holds:
+    ``evalkit.jobs.procrastinate_adapter.without_live_jobs``)."""
     return await conn.all("runs_orphaned", idle_seconds=idle_seconds)
 
 

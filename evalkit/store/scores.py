@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -15,6 +16,15 @@ from evalkit.model.harness import Provides
 from evalkit.scoring.model import RunContext, ScoreItem
 
 _json = msgspec.json.Encoder()
+
+
+class JobCounts(msgspec.Struct, frozen=True):
+    """A scoring round's jobs (``evalkit.jobs.procrastinate_adapter.jobs_per_round``)."""
+
+    pending: int = 0
+    """Waiting or running."""
+    failed: int = 0
+    """Failed for good."""
 
 
 class Loaded(msgspec.Struct, kw_only=True):
@@ -160,17 +170,28 @@ async def python_evaluators(conn: Conn, experiment_id: int) -> list[str]:
     return [row["name"] for row in rows]
 
 
-async def rounds(conn: Conn, experiment_id: int) -> list[wire.ScoringRound]:
-    """Every round of the experiment, newest first, with totals per score name."""
+async def rounds(
+    conn: Conn, experiment_id: int, jobs: Mapping[int, JobCounts]
+) -> list[wire.ScoringRound]:
+    """Every round of the experiment, newest first, with totals per score name and its
+    scoring ``jobs`` (by round)."""
     totals: dict[int, list[wire.ScoreTotals]] = {}
     for row in await conn.all("scores_totals_by_round", experiment_id=experiment_id):
         round_ = row.pop("round")
         totals.setdefault(round_, []).append(wire.ScoreTotals(**row))
-    rows = await conn.all("scoring_rounds_list", experiment_id=experiment_id)
-    return [
-        wire.ScoringRound(experiment_id=experiment_id, **row, totals=totals.get(row["round"], []))
-        for row in rows
-    ]
+    found = []
+    for row in await conn.all("scoring_rounds_list", experiment_id=experiment_id):
+        counts = jobs.get(row["round"], JobCounts())
+        found.append(
+            wire.ScoringRound(
+                experiment_id=experiment_id,
+                **row,
+                pending_jobs=counts.pending,
+                failed_jobs=counts.failed,
+                totals=totals.get(row["round"], []),
+            )
+        )
+    return found
 
 
 async def run_round(conn: Conn, run_id: int) -> int:

@@ -468,45 +468,6 @@ def test_every_job_runs_again_after_a_database_error():
             assert task.get_retry_exception(exception=error, job=job) is not None, (name, error)
 
 
-async def test_a_retry_that_meets_its_waiting_twin_gives_way(database_url):
-    """A job fails (a database restart under it) and is to be retried while a job with the
-    same queueing lock already waits (the edge queued the next settle when a span came):
-    the failed one is dropped, the waiting one stays. Procrastinate's own retry raised
-    and left the failed job ``doing`` under a live worker, where nothing took it back."""
-    from procrastinate.jobs import Job, Status
-    from procrastinate.retry import RetryDecision
-
-    from evalkit.jobs.app import Worker, bind
-
-    lock = "settle:1:s-twin"
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        ids = [
-            conn.execute(
-                "INSERT INTO procrastinate_jobs (queue_name, task_name, queueing_lock, args, "
-                "status) VALUES ('default', 'settle_session', %s, "
-                '\'{"agent_id": 1, "session_id": "s-twin"}\', %s) RETURNING id',
-                (lock, status),
-            ).fetchone()[0]  # type: ignore[index]
-            for status in ("doing", "todo")
-        ]
-    jobs = bind(database_url, max_size=2)
-    async with jobs.open_async():
-        worker = Worker(app=jobs, install_signal_handlers=False)
-        failed = Job(
-            id=ids[0],
-            queue="default",
-            lock=None,
-            queueing_lock=lock,
-            task_name="settle_session",
-            attempts=0,
-        )
-        await worker._persist_job_status(
-            failed, Status.FAILED, RetryDecision(retry_in={"seconds": 1}), None, None
-        )
-    left = query(database_url, "SELECT id, status FROM procrastinate_jobs ORDER BY id")
-    assert left == [(ids[1], "todo")], left
-
-
 def test_worker_comes_back_after_the_database_restarts(tmp_path: Path):
     """Procrastinate stops its worker when the listener cannot reconnect; ``evalkit
     worker`` starts it again (the process does not exit), and jobs queued after the

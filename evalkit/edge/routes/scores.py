@@ -3,11 +3,13 @@ experiment's stored runs in a new round (``evalkit evaluate``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from evalkit.auth import access
 from evalkit.cases.model import CUSTOM_NAME_RE
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadRequest, Conflict
-from evalkit.jobs import queue
+from evalkit.jobs import procrastinate_adapter, queue
 from evalkit.model import scores as wire
 from evalkit.model.names import whole_number
 from evalkit.scoring.run import identities, selector_names
@@ -41,7 +43,7 @@ async def experiment_rounds(call: Call) -> list[wire.ScoringRound]:
     experiment_id = _id(call, "experiment")
     async with call.db.connection() as conn:
         await runs_store.experiment_row(conn, experiment_id)  # 404 for no such experiment
-        return await store.rounds(conn, experiment_id)
+        return await _rounds(conn, experiment_id)
 
 
 async def experiment_evaluate(call: Call) -> wire.ScoringRound:
@@ -76,10 +78,15 @@ async def experiment_evaluate(call: Call) -> wire.ScoringRound:
             await store.carry_forward(conn, experiment_id, round_, rerun, rerun_custom)
         await queue.defer_scoring(conn, run_ids, round_, only)
     async with call.db.connection() as conn:
-        found = [r for r in await store.rounds(conn, experiment_id) if r.round == round_]
+        found = [r for r in await _rounds(conn, experiment_id) if r.round == round_]
     opened = found[0] if found else wire.ScoringRound(experiment_id=experiment_id, round=round_)
     opened.runs = len(run_ids)
     return opened
+
+
+async def _rounds(conn: Any, experiment_id: int) -> list[wire.ScoringRound]:
+    jobs = await procrastinate_adapter.jobs_per_round(conn, queue.SCORE_RUN, experiment_id)
+    return await store.rounds(conn, experiment_id, jobs)
 
 
 async def _refuse_what_lives_in_the_script(call: Call, experiment_id: int) -> None:
