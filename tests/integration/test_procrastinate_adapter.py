@@ -16,6 +16,7 @@ from procrastinate.exceptions import AlreadyEnqueued
 
 from evalkit.db import Conn, Database
 from evalkit.jobs import procrastinate_adapter as adapter
+from evalkit.store.scores import JobCounts
 
 LOCK = "twin:1"
 
@@ -109,21 +110,25 @@ async def test_locks_seen_waiting_and_live(conn, database_url):
 
 
 async def test_jobs_counted_per_round(conn, database_url):
+    with psycopg.connect(database_url, autocommit=True) as db:
+        db.execute("SET session_replication_role = replica")  # runs without their parents
+        db.execute(
+            "INSERT INTO runs (id, experiment_id, agent_id, case_version_id, case_id, repetition) "
+            "OVERRIDING SYSTEM VALUE "
+            "VALUES (1, 10, 1, 1, 'a', 1), (2, 10, 1, 2, 'b', 1), (3, 11, 1, 3, 'c', 1)"
+        )
     for status, run_id, round_ in (
         ("todo", 1, 1),
         ("doing", 2, 1),
         ("failed", 1, 2),
         ("todo", 1, 2),
         ("succeeded", 2, 2),
-        ("todo", 3, 1),  # a run not asked about
+        ("todo", 3, 1),  # a run of another experiment
     ):
         insert_job(database_url, status, None, task="score", run_id=run_id, round=round_)
     insert_job(database_url, "todo", None, task="other", run_id=1, round=1)
-    counts = await adapter.jobs_per_round(conn, "score", [1, 2])
-    assert counts == {
-        1: adapter.JobCounts(pending=2, failed=0),
-        2: adapter.JobCounts(pending=1, failed=1),
-    }
+    counts = await adapter.jobs_per_round(conn, "score", 10)
+    assert counts == {1: JobCounts(pending=2, failed=0), 2: JobCounts(pending=1, failed=1)}
 
 
 async def test_a_batch_under_locks_is_one_statement_that_a_taken_lock_refuses(
