@@ -7,8 +7,11 @@ import contextlib
 import time
 
 import psycopg
+import pytest
+from procrastinate.exceptions import TaskNotFound
 
 from evalkit.db import Database
+from evalkit.jobs import queue
 from evalkit.jobs.app import load_tasks
 from evalkit.jobs.queue import defer
 from tests.conftest import start_server
@@ -60,6 +63,21 @@ def test_periodic_tasks_are_registered():
     assert {"retry_stalled_jobs", "delete_stale_login_tokens"} <= set(app.tasks)
     periodic = {t.periodic_id for t in app.periodic_registry.periodic_tasks.values()}
     assert {"retry-stalled-jobs", "delete-stale-login-tokens"} <= periodic
+
+
+def test_the_queues_task_names_are_the_registered_tasks():
+    registered = {
+        name for name in load_tasks().tasks if not name.startswith(("builtin:", "procrastinate."))
+    }
+    assert registered == set(queue.TASK_NAMES), (
+        "evalkit.jobs.queue names a task no module registers, or a task is registered under "
+        f"a name queue.py lacks: {sorted(registered ^ set(queue.TASK_NAMES))}"
+    )
+
+
+async def test_queueing_an_unknown_task_is_refused():
+    with pytest.raises(TaskNotFound):
+        await queue.defer(None, "no_such_task")
 
 
 def test_a_rolled_back_transaction_defers_nothing(database_url):
