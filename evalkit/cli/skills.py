@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Annotated
 
@@ -26,6 +27,19 @@ ORIGIN = "{{origin}}"
 def skill_names() -> list[str]:
     root = resources.files("evalkit.skills")
     return sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "SKILL.md").is_file())
+
+
+def skill_files(folder: Traversable, prefix: str = "") -> list[tuple[str, str]]:
+    """Every file of a skill's folder (SKILL.md, references/, examples), as (relative path,
+    text), at any depth; Python's own files are left out."""
+    found: list[tuple[str, str]] = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        relative = f"{prefix}{entry.name}"
+        if entry.is_dir() and entry.name != "__pycache__":
+            found += skill_files(entry, f"{relative}/")
+        elif entry.is_file() and not entry.name.endswith((".py", ".pyc")):
+            found.append((relative, entry.read_text()))
+    return found
 
 
 def _write(path: Path, text: str, written: list[str], base: Path) -> None:
@@ -70,12 +84,8 @@ def install(
     for name in skill_names():
         target = directory / name
         shutil.rmtree(target, ignore_errors=True)  # a file dropped upstream goes here too
-        _write(
-            target / "SKILL.md",
-            text(root.joinpath(name).joinpath("SKILL.md").read_text()),
-            written,
-            directory,
-        )
+        for relative, raw in skill_files(root.joinpath(name)):
+            _write(target / relative, text(raw), written, directory)
     for starter in STARTERS:
         body = json_text(load_starter(starter))
         _write(

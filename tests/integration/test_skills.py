@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from importlib import resources
 from pathlib import Path
 
 import yaml
 
-from evalkit.cli.app import app
-from evalkit.cli.skills import skill_names
+from evalkit.cli.skills import skill_files, skill_names
 from evalkit.otel.mapping import STARTERS, load_starter
 
 EXPECTED = {
@@ -20,6 +20,10 @@ EXPECTED = {
     "evalkit-usage",
 }
 DOCS = Path(__file__).parents[2] / "docs"
+
+
+def files_of(name: str) -> list[tuple[str, str]]:
+    return skill_files(resources.files("evalkit.skills").joinpath(name))
 
 
 def frontmatter(text: str) -> dict:
@@ -54,7 +58,15 @@ def test_install_writes_every_skill_the_docs_and_the_mappings(cli, tmp_path):
     assert {p.name for p in (target / "evalkit-docs").iterdir()} == {
         p.name for p in DOCS.glob("*.md")
     }
-    assert len(r.json["files"]) == len(EXPECTED) + len(STARTERS) + len(list(DOCS.glob("*.md")))
+    skill_files = sum(len(files_of(name)) for name in EXPECTED)
+    assert len(r.json["files"]) == skill_files + len(STARTERS) + len(list(DOCS.glob("*.md")))
+    for name in EXPECTED:
+        for relative, _ in files_of(name):
+            assert (target / name / relative).is_file(), (name, relative)
+    for written in ("references/config-and-deploy.md", "references/harness-api.md"):
+        assert (target / "evalkit-deployment" / written).is_file()
+    example = (target / "evalkit-deployment" / "config.example.yaml").read_text()
+    assert "{{origin}}" not in example
 
 
 def test_install_again_replaces_what_it_wrote(cli, tmp_path):
@@ -78,18 +90,4 @@ def test_install_refuses_a_file_as_the_directory(cli, tmp_path):
     assert "is a file" in r.err
 
 
-def test_every_command_the_skills_name_exists():
-    from evalkit.cli import register
-
-    register()
-    root = Path(__file__).parents[2] / "evalkit" / "skills"
-    for skill in EXPECTED:
-        text = (root / skill / "SKILL.md").read_text()
-        for line in re.findall(r"`evalkit ([a-z][a-z -]*?)(?: <|`| --| [A-Z{.])", text):
-            command = app
-            for word in line.split():
-                subcommands = set(command._commands) - {"--help", "-h", "--version"}
-                if not subcommands:
-                    break  # a command: the rest are its arguments
-                assert word in subcommands, f"{skill}: `evalkit {line}`: no command {word!r}"
-                command = command[word]
+# Every command, flag, key and file the skills name: tests/unit/test_skill_references.py.
