@@ -1,5 +1,10 @@
-"""The CLI a server hands out: its own wheel at ``/cli``, so every client and CI job runs
-the server's version, and the one-line nudge when a CLI is older than its server.
+"""The CLI a server hands out: its own wheel under ``/cli/``, so every client and CI job
+runs the server's version, and the one-line nudge when a CLI is older than its server.
+
+``GET /cli`` is the install page: the uv and pip commands with this server's wheel URL,
+written as a shell script that runs the uv one (or pip's without uv). The installers need
+a URL that ends in the wheel's file name: uv refuses any other before it sends a request,
+and pip unpacks what ``/cli`` would redirect to as a source tree, not a wheel.
 
 The wheel comes from ``server.cli_wheel_dir`` (the container image puts it there), else
 from the data dir's ``cli/`` folder, where a server run from a source checkout builds it
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -100,3 +106,40 @@ def install_command(wheel_url: str, *, uv: bool) -> list[str]:
     if uv:
         return ["uv", "tool", "install", "--reinstall", wheel_url]
     return ["python", "-m", "pip", "install", "--upgrade", wheel_url]
+
+
+def pip_command(wheel_url: str) -> list[str]:
+    """How a person or a CI job without uv installs the server's CLI."""
+    return ["python3", "-m", "pip", "install", "--upgrade", wheel_url]
+
+
+def install_page(origin: str, version: str = __version__) -> str:
+    """``GET /cli``: the install commands with this server's wheel URL, as a page a person
+    reads and a shell script that ``curl -fsS ORIGIN/cli | sh`` runs."""
+    wheel_url = f"{origin}/cli/{wheel_name(version)}"
+    uv_line = shlex.join(install_command(wheel_url, uv=True))
+    pip_line = shlex.join(pip_command(wheel_url))
+    return f"""#!/bin/sh
+# The evalkit CLI, version {version}, from the evalkit server at {origin}.
+#
+# Install it with uv (it needs Python 3.11 or newer):
+#   {uv_line}
+# or with pip:
+#   {pip_line}
+# or run this page, which uses uv when it is on PATH and pip otherwise:
+#   curl -fsS {origin}/cli | sh
+#
+# Then log in: evalkit login {origin} --username YOUR_NAME
+# Scripts and CI read the version and these commands as JSON from {origin}/api/cli.
+set -eu
+wheel={shlex.quote(wheel_url)}
+if command -v uv >/dev/null 2>&1; then
+  exec uv tool install --reinstall "$wheel"
+fi
+if command -v python3 >/dev/null 2>&1 && python3 -m pip --version >/dev/null 2>&1; then
+  exec python3 -m pip install --upgrade "$wheel"
+fi
+echo "evalkit: neither uv nor python3 with pip is on PATH; install uv" \
+  "(https://docs.astral.sh/uv/) and run this again" >&2
+exit 1
+"""

@@ -121,6 +121,11 @@ class CliInfo(Output):
     wheel_url: str
     pypi_install: str
     """The same version from PyPI, for machines that cannot reach the server's /cli."""
+    pip_install: str = ""
+    """The served wheel installed with pip, for machines without uv (empty from servers
+    older than this field)."""
+    page_url: str = ""
+    """``GET /cli``: these commands for a person, and a script that runs them (``| sh``)."""
 
 
 class Health(Output):

@@ -1,4 +1,4 @@
-"""The server hands out its own CLI: /api/cli, the wheel at /cli, the update nudge and
+"""The server hands out its own CLI: /api/cli, the wheel under /cli/, the update nudge and
 `evalkit update`, which really installs the served wheel as a uv tool."""
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ def test_api_cli_names_the_served_wheel_and_the_wheel_is_this_evalkit(server):
         "install": f"uv tool install --reinstall {wheel_url}",
         "wheel_url": wheel_url,
         "pypi_install": f'uv tool install --reinstall "evalkit-py=={__version__}"',
+        "pip_install": f"python3 -m pip install --upgrade {wheel_url}",
+        "page_url": f"{server.url}/cli",
     }
-    latest = httpx.get(f"{server.url}/cli")
-    assert latest.status_code == 302 and latest.headers["location"] == f"/cli/{wheel_name()}"
+    page = httpx.get(f"{server.url}/cli")  # the install page: test_cli_install.py
+    assert page.status_code == 200 and wheel_url in page.text
     wheel = httpx.get(wheel_url, timeout=300)
     assert wheel.status_code == 200, wheel.text
     with zipfile.ZipFile(io.BytesIO(wheel.content)) as archive:

@@ -3,25 +3,30 @@
 `docker compose config` validates the file when a docker client with compose is present;
 the YAML checks below run everywhere and pin what the deployment relies on: images and
 builds, commands the CLI accepts, start order by health, replicas, the read-only config,
-secrets from the environment, and a non-root runtime stage that holds only the wheel."""
+secrets from the environment, and a non-root runtime stage that holds only the wheel and
+the entry point. The entry point script itself runs here under sh, so the seed's
+`docker compose run --rm server evalkit ...` is checked end to end short of Docker."""
 
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from evalkit import __version__
 from evalkit.config import load_settings
 
 ROOT = Path(__file__).parents[2]
 COMPOSE = ROOT / "compose"
 CONFIG_IN_CONTAINER = "/etc/evalkit/config.yaml"
-EVALKIT_SERVICES = ("migrate", "edge", "worker")
+EVALKIT_SERVICES = ("migrate", "server", "worker")
+ENTRYPOINT = COMPOSE / "entrypoint.sh"
 SECRETS = {
     "POSTGRES_PASSWORD": "pg-secret",
     "EVALKIT_ENCRYPTION_KEY": "A" * 43 + "=",
@@ -54,7 +59,7 @@ def test_docker_compose_config_accepts_the_file():
 
 
 def test_every_service_has_an_image_or_a_build(services):
-    assert set(services) == {"postgres", "migrate", "edge", "worker", "proxy"}
+    assert set(services) == {"postgres", "migrate", "server", "worker", "proxy"}
     assert services["postgres"]["image"].startswith("postgres:")
     assert services["proxy"]["image"].startswith("caddy:")
     for name in EVALKIT_SERVICES:
@@ -72,7 +77,7 @@ def test_evalkit_commands_are_ones_the_cli_accepts(services):
     register()
     expected = {
         "migrate": (["db", "upgrade"], "db_upgrade", {}),
-        "edge": (
+        "server": (
             ["server", "--host", "0.0.0.0", "--no-worker"],
             "server",
             {"host": "0.0.0.0", "with_worker": False},
@@ -92,32 +97,32 @@ def test_start_order_waits_on_health_and_on_the_migration(services):
         return {dep: spec["condition"] for dep, spec in services[name]["depends_on"].items()}
 
     assert conditions("migrate") == {"postgres": "service_healthy"}
-    for name in ("edge", "worker"):
+    for name in ("server", "worker"):
         assert conditions(name) == {
             "postgres": "service_healthy",
             "migrate": "service_completed_successfully",
         }, name
-    assert conditions("proxy") == {"edge": "service_healthy"}
+    assert conditions("proxy") == {"server": "service_healthy"}
 
 
 def test_healthchecks(services):
     postgres = services["postgres"]["healthcheck"]["test"]
     assert "pg_isready" in " ".join(postgres)
-    # The edge inherits the image's HEALTHCHECK on /healthz; the others do not serve HTTP.
-    assert "healthcheck" not in services["edge"]
+    # The server inherits the image's HEALTHCHECK on /healthz; the others do not serve HTTP.
+    assert "healthcheck" not in services["server"]
     for name in ("migrate", "worker"):
         assert services[name]["healthcheck"] == {"disable": True}, name
 
 
-def test_two_edge_replicas_behind_the_published_port(services):
-    edge, proxy = services["edge"], services["proxy"]
-    assert edge["deploy"]["replicas"] == 2
-    assert "ports" not in edge  # two replicas cannot publish one host port
-    assert edge["expose"] == ["8600"]
+def test_two_server_replicas_behind_the_published_port(services):
+    server, proxy = services["server"], services["proxy"]
+    assert server["deploy"]["replicas"] == 2
+    assert "ports" not in server  # two replicas cannot publish one host port
+    assert server["expose"] == ["8600"]
     assert proxy["ports"] == ["${EVALKIT_PORT:-8600}:8600"]
     assert "./Caddyfile:/etc/caddy/Caddyfile:ro" in proxy["volumes"]
     caddyfile = (COMPOSE / "Caddyfile").read_text()
-    assert re.search(r"dynamic a \{\s*name edge\s*port 8600", caddyfile)
+    assert re.search(r"dynamic a \{\s*name server\s*port 8600", caddyfile)
     assert ":8600 {" in caddyfile
 
 
@@ -130,7 +135,7 @@ def test_config_mounted_read_only_and_secrets_from_the_environment(services):
         assert env["EVALKIT_CONFIG"] == CONFIG_IN_CONTAINER, name
         assert "${POSTGRES_PASSWORD:?" in env["EVALKIT_DATABASE_URL"], name
         assert env["EVALKIT_ENCRYPTION_KEY"].startswith("${EVALKIT_ENCRYPTION_KEY:?"), name
-    assert services["edge"]["environment"]["EVALKIT_ADMIN_PASSWORD"].startswith(
+    assert services["server"]["environment"]["EVALKIT_ADMIN_PASSWORD"].startswith(
         "${EVALKIT_ADMIN_PASSWORD"
     )
     assert services["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith(
@@ -188,8 +193,11 @@ def test_dockerfile_builds_the_wheel_with_uv_then_installs_only_the_wheel():
 
     runtime = stages["runtime"]
     copies = [a for k, a in runtime if k in ("COPY", "ADD")]
-    # Nothing from the source tree: the only copy is the built wheel from the build stage.
-    assert copies == ["--from=build /dist/*.whl /opt/evalkit/cli/"]
+    # From the source tree only the entry point script; the rest is the built wheel.
+    assert copies == [
+        "--from=build /dist/*.whl /opt/evalkit/cli/",
+        "--chmod=0755 compose/entrypoint.sh /usr/local/bin/evalkit-entrypoint",
+    ]
     runs = " ".join(a for k, a in runtime if k == "RUN")
     assert "pip install --no-cache-dir --require-hashes --no-deps -r /tmp/requirements.txt" in runs
     assert "pip install --no-cache-dir --no-deps /opt/evalkit/cli/*.whl" in runs
@@ -210,20 +218,22 @@ def test_dockerfile_runs_as_a_non_root_user_with_a_healthcheck():
     assert ("EXPOSE", "8600") in runtime
     health = next(a for k, a in runtime if k == "HEALTHCHECK")
     assert "http://127.0.0.1:8600/healthz" in health
-    assert ("ENTRYPOINT", '["evalkit"]') in runtime
+    assert ("ENTRYPOINT", '["evalkit-entrypoint"]') in runtime
+    assert ("CMD", '["server", "--host", "0.0.0.0"]') in runtime
 
 
 def test_build_context_is_limited_to_what_the_image_needs():
     ignore = (COMPOSE / "Dockerfile.dockerignore").read_text().split()
-    assert ignore[ignore.index("*") :][:6] == [
+    assert ignore[ignore.index("*") :][:7] == [
         "*",
         "!pyproject.toml",
         "!uv.lock",
         "!README.md",
         "!evalkit",
         "!docs",
+        "!compose/entrypoint.sh",
     ]
-    for needed in ("pyproject.toml", "uv.lock", "README.md", "evalkit", "docs"):
+    for needed in ("pyproject.toml", "uv.lock", "README.md", "evalkit", "docs", ENTRYPOINT):
         assert (ROOT / needed).exists(), needed
 
 
@@ -242,3 +252,81 @@ def test_deploy_doc_yaml_parses_and_the_collector_recipe_reaches_the_collector()
     assert set(traces["processors"]) <= set(collector["processors"])
     # Only the traces pipeline: the collector answers 404 to metrics and logs.
     assert set(collector["service"]["pipelines"]) == {"traces"}
+
+
+def entrypoint(*args: str, path: str) -> subprocess.CompletedProcess[str]:
+    """The image's entry point as Docker runs it: the script with the command's arguments."""
+    return subprocess.run(
+        ["/bin/sh", str(ENTRYPOINT), *args],
+        env={"PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def recording_evalkit(tmp_path: Path) -> str:
+    """A PATH whose `evalkit` prints each argument it gets on a line of its own."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "evalkit"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
+    fake.chmod(0o755)
+    return f"{bin_dir}:/usr/bin:/bin"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["evalkit", "db", "status"],  # the seed: docker compose run --rm server evalkit db status
+        ["db", "status"],  # the image's own commands, as the services' `command:` give them
+    ],
+)
+def test_the_entrypoint_runs_evalkit_with_or_without_the_word(recording_evalkit, command):
+    done = entrypoint(*command, path=recording_evalkit)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["db", "status"]
+
+
+def test_the_entrypoint_keeps_arguments_whole(recording_evalkit):
+    args = ["users", "add", "ci bot", "", "--role=writer"]
+    done = entrypoint("evalkit", *args, path=recording_evalkit)
+    assert done.stdout.split("\n")[:-1] == args
+    # Only a leading `evalkit` is the command's name; a later one is an argument.
+    done = entrypoint("agents", "show", "evalkit", path=recording_evalkit)
+    assert done.stdout.splitlines() == ["agents", "show", "evalkit"]
+
+
+def test_the_entrypoint_runs_the_real_cli(tmp_path):
+    bin_dir = Path(sys.executable).parent  # this project's evalkit, as the image has its own
+    done = entrypoint("evalkit", "--version", path=f"{bin_dir}:/usr/bin:/bin")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == __version__
+
+
+def test_the_entrypoint_says_so_when_evalkit_is_missing(tmp_path):
+    done = entrypoint("evalkit", "--version", path=str(tmp_path))
+    assert done.returncode == 127
+    assert "evalkit" in done.stderr
+
+
+def test_compose_run_server_evalkit_reaches_the_cli_command(services, recording_evalkit):
+    """`docker compose run --rm server evalkit db status`: the service exists, builds the
+    image whose entry point is the script, and the words after the service name reach the
+    CLI as the `db status` command (the run replaces the service's `command:`)."""
+    from evalkit.cli import register
+    from evalkit.cli.app import app
+
+    register()
+    assert services["server"]["build"]["dockerfile"] == "compose/Dockerfile"
+    runtime = dict(dockerfile_stages()["runtime"])
+    assert runtime["ENTRYPOINT"] == '["evalkit-entrypoint"]'
+    for words in (["evalkit", "db", "status"], ["evalkit", "users", "add", "alice"]):
+        reached = entrypoint(*words, path=recording_evalkit).stdout.splitlines()
+        function, _, _ = app.parse_args(reached, exit_on_error=False)
+        assert function.__name__ == "_".join(words[1:3]), words
+    # And `docker compose up` keeps working: each service's command goes through it too.
+    for name in EVALKIT_SERVICES:
+        reached = entrypoint(*services[name]["command"], path=recording_evalkit).stdout
+        assert reached.splitlines() == services[name]["command"], name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.responses import FileResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, PlainTextResponse, Response
 
 from evalkit import __version__, distribution
 from evalkit.edge.endpoint import Call, Endpoint, openapi_document
@@ -52,12 +52,14 @@ async def cli_info(call: Call) -> api.CliInfo:
         version=__version__,
         install=" ".join(distribution.install_command(wheel_url, uv=True)),
         wheel_url=wheel_url,
+        pip_install=" ".join(distribution.pip_command(wheel_url)),
+        page_url=f"{origin(call)}/cli",
         pypi_install=f'uv tool install --reinstall "{distribution.PACKAGE}=={__version__}"',
     )
 
 
-async def cli_latest(call: Call) -> Response:
-    return RedirectResponse(f"/cli/{distribution.wheel_name()}", 302)
+async def cli_page(call: Call) -> Response:
+    return PlainTextResponse(distribution.install_page(origin(call)))
 
 
 async def cli_wheel(call: Call) -> Response:
@@ -105,9 +107,9 @@ ENDPOINTS = [
     Endpoint(
         "GET",
         "/cli",
-        cli_latest,
-        "This server's CLI wheel (a redirect)",
-        status=302,
+        cli_page,
+        "How to install this server's CLI: the uv and pip commands, as a shell script "
+        "(`curl -fsS <this URL> | sh`)",
         public=True,
         tags=["meta"],
     ),
@@ -115,7 +117,7 @@ ENDPOINTS = [
         "GET",
         "/cli/{filename}",
         cli_wheel,
-        "This server's CLI wheel: `uv tool install <this URL>`",
+        "This server's CLI wheel: `uv tool install <this URL>` or `pip install <this URL>`",
         public=True,
         tags=["meta"],
     ),
