@@ -35,7 +35,9 @@ SuiteDir = Annotated[Path, Parameter(help="The suite directory; its name is the 
 _CHUNK = 1 << 20
 
 
-def _project(directory: Path) -> ProjectConfig | None:
+def project_near(directory: Path) -> ProjectConfig | None:
+    """The evalkit.yaml of ``directory`` or the nearest directory above it (None: there is
+    none); one with errors is refused, naming them."""
     if directory.is_file():
         raise CliError(
             f"{directory} is a file: give the suite directory that holds it "
@@ -87,7 +89,7 @@ def lint(
     Without --offline, lint also asks the server (it needs a login) about unknown custom
     evaluators and, with --dataset, about case ids and overlay targets.
     """
-    project = _project(directory)
+    project = project_near(directory)
     analysis = analyze(directory, project)
     report = analysis.report
     if not offline and directory.is_dir():
@@ -214,7 +216,7 @@ def sync(
     soft-removes cases whose files are gone, and records the git branch and commit.
     """
     started = time.monotonic()
-    project = _project(directory)
+    project = project_near(directory)
     try:
         suite = load_suite(directory, project)
     except SuiteError as exc:

@@ -501,6 +501,37 @@ def test_where_experiments_land_and_who_may_start_them(engine, dev, cli, tmp_pat
         assert no_agent.code == 1 and "ghost" in no_agent.err
 
 
+def test_run_by_suite_name_syncs_it_first(engine, dev, cli, tmp_path):
+    """`evalkit run NAME`, NAME a suite under evalkit.yaml's cases_dir, syncs it first like a
+    path: a case the branch deleted is not run. NAME@WORKSPACE is never synced."""
+    repo = Repo(tmp_path / "project")
+    three = {"n1": ("What is 1 + 1?", "2"), "n2": ("What is 2 + 2?", "4")}
+    write_suite(repo, "named", {**three, "n3": ("What is 3 + 3?", "6")})
+    cli.monkeypatch.chdir(repo.root)
+    with harness() as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        first = cli("run", "named", "--agent", "ref@dev", "--json")
+        assert first.code == 0, first.err
+        assert "named is the suite" in first.err and "syncing it first" in first.err
+        assert first.json["dataset"] == "named@admin" and first.json["runs"] == 3
+        (repo.suite("named") / "n3.yaml").unlink()  # the current branch deleted a case
+        second = cli("run", "named", "--agent", "ref@dev", "--json")
+        assert second.code == 0, second.err
+        assert sorted(r["case_id"] for r in second.json["run_list"]) == ["n1", "n2"]
+        shared = cli("run", "named", "--workspace", "dev", "--agent", "ref@dev", "--json")
+        assert shared.code == 0, shared.err
+        assert shared.json["dataset"] == "named@dev" and shared.json["runs"] == 2
+        (repo.suite("named") / "n2.yaml").unlink()
+        as_is = cli("run", "named@dev", "--agent", "ref@dev", "--json")
+        assert as_is.code == 0 and as_is.json["runs"] == 2  # not synced: n2 is still there
+        cli.monkeypatch.chdir(tmp_path)  # no evalkit.yaml: the personal dataset as it stands
+        stale = cli("run", "named", "--agent", "ref@dev", "--json")
+        assert stale.code == 0 and stale.json["runs"] == 2
+        assert "syncing it first" not in stale.err
+        none = cli("run", "nothing", "--workspace", "dev", "--agent", "ref@dev")
+        assert none.code == 2 and "'nothing' is none (nor a suite under" in none.err
+
+
 def test_run_usage_errors(engine, dev, cli):
     assert cli("run", "finance@dev").code == 2
     both = cli("run", "finance@dev", "--agent", "x@dev", "--resume", "1")
