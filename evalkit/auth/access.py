@@ -33,6 +33,10 @@ RULES: dict[str, str] = {
     "promotion-target-no-review": (
         "A promotion target takes no review decisions; approve in its source instead."
     ),
+    "anyone-runs-shared": (
+        "Every logged-in user starts, and resumes, experiments the server drives of a shared "
+        "dataset with a shared agent; they are stored in the dataset's workspace."
+    ),
     "personal-agent-owner-only": "Only its owner runs a personal agent.",
     "server-cannot-drive-personal-agent": (
         "The server does not drive a personal agent; its owner's CLI or SDK does."
@@ -156,18 +160,51 @@ def require_comment(actor: Actor, ws: WorkspaceFacts) -> None:
     require_user(actor)
 
 
-def require_run_agent(actor: Actor, agent_ws: WorkspaceFacts, *, driven_by_server: bool) -> None:
+def require_run_agent(
+    actor: Actor, agent_ws: WorkspaceFacts, *, driven_by_server: bool, agent: str = ""
+) -> None:
     """Running an agent: a personal agent only by its owner, and never by the server."""
     require_user(actor)
     if agent_ws.kind != "personal":
         return
+    named = f"agent {agent}" if agent else "the agent"
     if agent_ws.owner_id != actor.user_id:
-        raise _refuse("personal-agent-owner-only", f"the agent belongs to @{agent_ws.name}'s owner")
+        raise _refuse("personal-agent-owner-only", f"{named} belongs to @{agent_ws.name}'s owner")
     if driven_by_server:
+        bare = agent.partition("@")[0] or "NAME"
         raise _refuse(
             "server-cannot-drive-personal-agent",
-            f"run agents of @{agent_ws.name} with `evalkit run` or run_experiment on your machine",
+            f"{named} is personal, so the server (the web UI, a schedule, a harness check) "
+            f"cannot call it: run it from your machine with `evalkit run DATASET --agent "
+            f"{bare}` or run_experiment, or pick a shared agent",
         )
+
+
+def require_start_experiment(
+    actor: Actor, home_ws: WorkspaceFacts, *, driver: str, action: str = "run experiments in it"
+) -> None:
+    """Starting (or resuming) an experiment stored in ``home_ws``, the workspace
+    :func:`experiment_workspace` chose. One the server drives there, on a shared agent and
+    dataset, anyone logged in may start: it reads the cases and calls the agent the workspace
+    registered, so its results are the server's own (``anyone-runs-shared``). Runs that the
+    caller's code reports (the SDK's, of a shared code-driven agent) are results written into
+    the workspace, so they need write access there; a personal home is the runner's own."""
+    require_user(actor)
+    if home_ws.kind == "shared":
+        if driver == "server":
+            return
+        action = (
+            f"{action} with runs your own code reports (a shared code-driven agent); runs "
+            "the server drives, of a shared agent with a harness, are open to everyone"
+        )
+    require_write(actor, home_ws, action)
+
+
+def require_schedule(actor: Actor, home_ws: WorkspaceFacts, action: str) -> None:
+    """A schedule lives in its experiments' workspace and starts them again and again, as
+    its creator: creating one, deleting one and each of its fires need write access there
+    (starting one experiment by hand does not, see :func:`require_start_experiment`)."""
+    require_write(actor, home_ws, action)
 
 
 def require_driver(

@@ -9,7 +9,7 @@ from cyclopts import App, Parameter
 
 from evalkit.cli.app import JsonFlag, app
 from evalkit.cli.client import Client
-from evalkit.cli.output import emit_json, say, table
+from evalkit.cli.output import DIRTY, emit_json, say, source_ref, table
 from evalkit.model import datasets as wire
 
 datasets = App(name="datasets", help="Datasets: the server-side copy of a suite of cases.")
@@ -75,7 +75,7 @@ def datasets_list(
 
 
 def _sync_origin(last: wire.LastSync) -> str:
-    return f"{last.branch or '?'}@{(last.sha or '?')[:12]} by {last.actor or '?'}"
+    return f"{source_ref(last.branch, last.sha, dirty=last.dirty)} by {last.actor or '?'}"
 
 
 @datasets.command(name="show")
@@ -99,6 +99,7 @@ def datasets_show(ref: DatasetRef, /, *, json: JsonFlag = False) -> int:
         say(
             f"last sync: {ls.at.isoformat(timespec='seconds')} by {ls.actor or '?'}, "
             f"branch {ls.branch or '-'}, commit {ls.sha or '-'}"
+            + (f", {DIRTY}" if ls.dirty else "")
         )
     else:
         say("last sync: never")
@@ -167,7 +168,7 @@ def cases_show(ref: CaseRef, /, *, json: JsonFlag = False) -> int:
 def _event_detail(event: wire.CaseEvent) -> str | None:
     parts = []
     if event.branch or event.sha:
-        parts.append(f"{event.branch or '?'}@{(event.sha or '?')[:12]}")
+        parts.append(source_ref(event.branch, event.sha, dirty=event.dirty))
     if event.comment:
         parts.append(event.comment)
     return " ".join(parts) or None

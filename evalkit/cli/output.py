@@ -51,3 +51,13 @@ def _cell(value: Any) -> str:
     if hasattr(value, "isoformat"):
         return value.isoformat(timespec="seconds")
     return str(value)
+
+
+DIRTY = "with uncommitted changes"
+"""How a sync from a git tree with uncommitted changes in its files is marked."""
+
+
+def source_ref(branch: str | None, sha: str | None, *, dirty: bool) -> str:
+    """Where a sync came from: ``branch@sha`` (12 characters), marked when it was dirty."""
+    ref = f"{branch or '?'}@{(sha or '?')[:12]}"
+    return f"{ref} {DIRTY}" if dirty else ref

@@ -36,7 +36,8 @@ def run(
         str | None,
         Parameter(
             help="NAME@WORKSPACE of a dataset, NAME for your personal one, or a suite "
-            "directory (synced first, into --workspace)."
+            "directory (synced first, into --workspace). A NAME that is a suite directory "
+            "under evalkit.yaml's cases_dir is synced first too."
         ),
     ] = None,
     /,
@@ -136,20 +137,43 @@ def run(
 
 
 def _dataset_ref(client: Client, dataset: str, workspace: str | None) -> str:
-    path = Path(dataset)
-    if not path.is_dir():
+    """``name@workspace`` of the dataset to run, syncing its suite directory first when
+    DATASET names one (a path, or a suite NAME under evalkit.yaml's cases_dir)."""
+    path = _suite_dir(dataset)
+    if path is None:
         if workspace is not None:
             raise CliError(
-                "--workspace is for syncing a suite directory; name the dataset as NAME@WORKSPACE",
+                f"--workspace is for syncing a suite directory, and {dataset!r} is none (nor "
+                "a suite under evalkit.yaml's cases_dir); name the dataset as NAME@WORKSPACE",
                 exit_code=2,
             )
         return str(client.resolve(dataset, "dataset"))
     from evalkit.cli.sync import sync
 
     target = workspace or client.personal_workspace()
+    if not Path(dataset).is_dir():
+        note(f"{dataset} is the suite {path} (evalkit.yaml's cases_dir): syncing it first")
     with contextlib.redirect_stdout(sys.stderr):
         sync(path, workspace=target)
     return f"{path.resolve().name}@{target}"
+
+
+def _suite_dir(dataset: str) -> Path | None:
+    """The suite directory `evalkit run` syncs first: DATASET itself when it is a directory,
+    or a bare NAME (no ``@``) that is a directory under the cases_dir of the nearest
+    evalkit.yaml, as run_experiment(dataset=NAME) does. None: a dataset on the server."""
+    path = Path(dataset)
+    if path.is_dir():
+        return path
+    if "@" in dataset or len(path.parts) != 1:
+        return None
+    from evalkit.cli.sync import project_near
+
+    project = project_near(Path.cwd())
+    if project is None:
+        return None
+    candidate = project.suite_dir(dataset)
+    return candidate if candidate.is_dir() else None
 
 
 def _driver_text(driver: str) -> str:

@@ -28,14 +28,16 @@ from evalkit.cases import (
 from evalkit.cases.lint import analyze
 from evalkit.cli.app import JsonFlag, app
 from evalkit.cli.client import SERVER_URL_ENV, Client, server_url
-from evalkit.cli.output import CliError, emit_json, note, say
+from evalkit.cli.output import CliError, emit_json, note, say, source_ref
 from evalkit.model import datasets as wire
 
 SuiteDir = Annotated[Path, Parameter(help="The suite directory; its name is the dataset name.")]
 _CHUNK = 1 << 20
 
 
-def _project(directory: Path) -> ProjectConfig | None:
+def project_near(directory: Path) -> ProjectConfig | None:
+    """The evalkit.yaml of ``directory`` or the nearest directory above it (None: there is
+    none); one with errors is refused, naming them."""
     if directory.is_file():
         raise CliError(
             f"{directory} is a file: give the suite directory that holds it "
@@ -87,7 +89,7 @@ def lint(
     Without --offline, lint also asks the server (it needs a login) about unknown custom
     evaluators and, with --dataset, about case ids and overlay targets.
     """
-    project = _project(directory)
+    project = project_near(directory)
     analysis = analyze(directory, project)
     report = analysis.report
     if not offline and directory.is_dir():
@@ -183,6 +185,22 @@ def _git(directory: Path, *args: str) -> str | None:
     return out if done.returncode == 0 and out else None
 
 
+def _dirty(directory: Path, project: ProjectConfig | None, suite: Suite) -> bool:
+    """Whether git sees uncommitted changes (staged, unstaged or untracked files) in what a
+    sync reads: the suite directory, evalkit.yaml and the fixture files its cases use."""
+    top = _git(directory, "rev-parse", "--show-toplevel")
+    if top is None:
+        return False
+    read = [directory.resolve()]
+    if project is not None:
+        read.append(project.path)
+    used = {key for case in suite.cases for key in case.fixture_keys}
+    read += sorted({ref.path for key, ref in suite.fixtures.items() if key in used})
+    inside = [str(path) for path in read if path.is_relative_to(Path(top).resolve())]
+    changed = _git(directory, "status", "--porcelain", "--", *inside)
+    return changed is not None
+
+
 def _megabytes(size: int) -> str:
     return f"{size / 1e6:.1f} MB"
 
@@ -211,10 +229,11 @@ def sync(
     """Sync a suite into the dataset named after its directory.
 
     Uploads only fixture bytes the server lacks, adds a new version only for changed cases,
-    soft-removes cases whose files are gone, and records the git branch and commit.
+    soft-removes cases whose files are gone, and records the git branch and commit, and
+    whether the synced files had uncommitted changes (shown as "with uncommitted changes").
     """
     started = time.monotonic()
-    project = _project(directory)
+    project = project_near(directory)
     try:
         suite = load_suite(directory, project)
     except SuiteError as exc:
@@ -226,6 +245,13 @@ def sync(
     if branch == "HEAD":
         branch = None
     sha = sha or _git(directory, "rev-parse", "HEAD")
+    dirty = sha is not None and _dirty(directory, project, suite)
+    if dirty:
+        note(
+            f"{directory} has uncommitted changes (`git status -- {directory}`): the sync is "
+            f"recorded as {source_ref(branch, sha, dirty=True)}; commit them first to record "
+            "a clean commit"
+        )
     with _client(project) as client:
         ws = workspace or client.personal_workspace()
         base = f"/api/workspaces/{ws}"
@@ -234,7 +260,7 @@ def sync(
         fixtures = {key: ref for key, ref in suite.fixtures.items() if key in used}
         by_sha = {ref.sha256: ref for ref in fixtures.values()}
         uploaded, uploaded_bytes = _upload_missing_fixtures(client, base, by_sha)
-        request = _sync_request(suite, fixtures, branch=branch, sha=sha, actor=actor)
+        request = _sync_request(suite, fixtures, branch=branch, sha=sha, dirty=dirty, actor=actor)
         note(f"sending {len(suite.cases)} cases")
         result: wire.SyncResult = client.post(
             f"{base}/datasets/{suite.name}/sync", request, type=wire.SyncResult
@@ -255,7 +281,7 @@ def sync(
         emit_json(out)
         return 0
     where = (
-        f" from {result.branch or '?'}@{(result.sha or '?')[:12]}"
+        f" from {source_ref(result.branch, result.sha, dirty=result.dirty)}"
         if (result.branch or result.sha)
         else ""
     )
@@ -314,6 +340,7 @@ def _sync_request(
     *,
     branch: str | None,
     sha: str | None,
+    dirty: bool,
     actor: str | None,
 ) -> wire.SyncRequest:
     """The suite as the server takes it: each case with its fixtures pinned by sha256."""
@@ -336,6 +363,7 @@ def _sync_request(
         ],
         branch=branch,
         sha=sha,
+        dirty=dirty,
         actor=actor,
     )
 

@@ -103,7 +103,7 @@ async def _fire(
                 schedule=schedule.ref,
             )
             experiment_id = await start_experiment(
-                conn, actor, schedule.experiment, settings=settings, http=http
+                conn, actor, schedule.experiment, settings=settings, http=http, by_schedule=True
             )
         except ApiError as exc:
             error = f"{exc.message} [{exc.code}]"

@@ -33,6 +33,8 @@ class LastSync(Output):
     branch: str | None
     sha: str | None
     actor: str | None
+    dirty: bool = False
+    """The git tree had uncommitted changes in the synced files: the sync is not ``sha``."""
 
 
 class Dataset(Output):
@@ -67,6 +69,9 @@ class SyncRequest(Input):
     cases: list[SyncCase]
     branch: str | None = None
     sha: str | None = None
+    dirty: bool = False
+    """The synced files had uncommitted changes in their git tree (``evalkit sync`` asks git):
+    the cases are not exactly ``sha``'s."""
     actor: str | None = None
     """Record this user in the changelog instead of the caller (admins only)."""
 
@@ -84,6 +89,8 @@ class SyncResult(Output):
     branch: str | None
     sha: str | None
     actor: str
+    dirty: bool = False
+    """As sent: the synced files had uncommitted changes."""
     unknown_custom_evaluators: list[str] = msgspec.field(default_factory=list)
     """Custom evaluator names the workspace has no remote evaluator for."""
 
@@ -155,6 +162,8 @@ class CaseEvent(Output):
     branch: str | None
     sha: str | None
     at: datetime
+    dirty: bool = False
+    """A sync's entry: its files had uncommitted changes (``sha`` is where they started)."""
 
 
 class CaseDetail(Output):

@@ -180,10 +180,11 @@ class Plan:
 
 
 async def plan_experiment(
-    conn: Conn, actor: Actor, body: wire.ExperimentCreate, action: str = "run experiments in it"
+    conn: Conn, actor: Actor, body: wire.ExperimentCreate, *, schedule: str | None = None
 ) -> Plan:
     """Every refusal of starting an experiment that needs only the database: dataset, agent,
-    who drives, where the experiment lives and the right to write there, the cases."""
+    who drives, where the experiment lives and the right to start it there, the cases.
+    ``schedule`` is what a schedule does (create, fire): it needs the schedule's rights."""
     dataset_ws, dataset_name = await _dataset_of(conn, actor, body.dataset)
     agent = await _agent_of(conn, actor, body.agent)
     driver = _driver_for(actor, agent, body)
@@ -191,7 +192,10 @@ async def plan_experiment(
         dataset_ws.facts, agent.workspace_facts, actor.username or ""
     )
     home_ws = await get_workspace(conn, actor, home)
-    access.require_write(actor, home_ws.facts, action)
+    if schedule is None:
+        access.require_start_experiment(actor, home_ws.facts, driver=driver)
+    else:
+        access.require_schedule(actor, home_ws.facts, schedule)
     dataset_id = await datasets.dataset_id(conn, dataset_ws, dataset_name)
     pins = await store.pin_cases(
         conn,
@@ -211,10 +215,12 @@ async def start_experiment(
     *,
     settings: Settings,
     http: httpx.AsyncClient,
+    by_schedule: bool = False,
 ) -> int:
     """Start an experiment as ``actor`` (POST /api/experiments, and a schedule firing in a
-    worker as its creator). Returns the new experiment's id."""
-    plan = await plan_experiment(conn, actor, body)
+    worker as its creator: ``by_schedule``). Returns the new experiment's id."""
+    schedule = "keep schedules firing in it" if by_schedule else None
+    plan = await plan_experiment(conn, actor, body, schedule=schedule)
     capabilities = await _capabilities(conn, plan.agent, plan.driver, body, settings, http)
     async with conn.transaction():
         experiment_id = await store.insert_experiment(
@@ -274,7 +280,9 @@ def _driver_for(actor: Actor, agent: AgentRow, body: wire.ExperimentCreate) -> s
                 f"edit {agent.ref} --harness-url URL` to run it with `evalkit run`",
                 code="code-driven-agent",
             )
-        access.require_run_agent(actor, agent.workspace_facts, driven_by_server=False)
+        access.require_run_agent(
+            actor, agent.workspace_facts, driven_by_server=False, agent=agent.ref
+        )
         return "sdk"
     if body.sdk:
         raise BadRequest(
@@ -282,8 +290,14 @@ def _driver_for(actor: Actor, agent: AgentRow, body: wire.ExperimentCreate) -> s
             "or create a code-driven agent (no --harness-url) for run_experiment",
             code="harness-agent",
         )
+    # A personal harness agent is driven by its owner's CLI, which sends the capabilities
+    # it read from the harness; a start without them (the web UI, a script) asks the
+    # server to drive it.
     personal = agent.workspace_kind == "personal"
-    access.require_run_agent(actor, agent.workspace_facts, driven_by_server=not personal)
+    by_server = not personal or body.capabilities is None
+    access.require_run_agent(
+        actor, agent.workspace_facts, driven_by_server=by_server, agent=agent.ref
+    )
     return "cli" if personal else "server"
 
 
@@ -298,12 +312,7 @@ async def _capabilities(
     if driver == "sdk":
         return code_driven_capabilities(agent.provides)
     if driver == "cli":
-        if body.capabilities is None:
-            raise BadRequest(
-                f"agent {agent.ref} is personal, so your CLI drives its runs and must send the "
-                "capabilities it read from the harness; use `evalkit run`",
-                code="capabilities-required",
-            )
+        assert body.capabilities is not None  # _driver_for refused a start without them
         return body.capabilities
     assert agent.harness_url is not None
     key = await agents.agent_api_key(conn, agent.id, SecretBox(settings.encryption_key))

@@ -59,8 +59,9 @@ UPDATE case_versions SET removed = %(removed)s WHERE id = ANY(%(version_ids)s::b
 
 -- name: case_event_insert_many :exec
 -- Append changelog entries, one per element of a JSON array.
-INSERT INTO case_events (case_pk, version_id, kind, actor_id, comment, branch, sha)
-SELECT r.case_pk, r.version_id, r.kind, %(actor_id)s, r.comment, %(branch)s, %(sha)s
+INSERT INTO case_events (case_pk, version_id, kind, actor_id, comment, branch, sha, dirty)
+SELECT r.case_pk, r.version_id, r.kind, %(actor_id)s, r.comment, %(branch)s, %(sha)s,
+       %(dirty)s
 FROM jsonb_to_recordset(%(rows)s::jsonb) AS r (
     case_pk bigint, version_id bigint, kind text, comment text
 );
@@ -101,7 +102,8 @@ ORDER BY v.version DESC;
 
 -- name: case_event_list :many
 -- The changelog of a case, oldest first.
-SELECT e.kind, v.version, u.username AS actor, e.comment, e.branch, e.sha, e.created_at
+SELECT e.kind, v.version, u.username AS actor, e.comment, e.branch, e.sha, e.dirty,
+       e.created_at
 FROM case_events e
 LEFT JOIN case_versions v ON v.id = e.version_id
 LEFT JOIN users u ON u.id = e.actor_id

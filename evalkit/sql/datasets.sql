@@ -16,17 +16,19 @@ FOR UPDATE;
 SELECT id FROM datasets WHERE workspace_id = %(workspace_id)s AND name = %(name)s;
 
 -- name: dataset_set_last_sync :exec
--- Record who synced a dataset, when, and from which branch and commit.
+-- Record who synced a dataset, when, and from which branch and commit (dirty: with
+-- uncommitted changes).
 UPDATE datasets
 SET last_sync_at = now(), last_sync_branch = %(branch)s, last_sync_sha = %(sha)s,
-    last_sync_actor_id = %(actor_id)s
+    last_sync_dirty = %(dirty)s, last_sync_actor_id = %(actor_id)s
 WHERE id = %(id)s;
 
 -- name: dataset_list :many
 -- Datasets with live-case counts by review state (of each case's current version); all
 -- workspaces or one (workspace_id), all datasets or one (name).
 SELECT d.id, d.name, w.name AS workspace, d.created_at,
-       d.last_sync_at, d.last_sync_branch, d.last_sync_sha, u.username AS last_sync_actor,
+       d.last_sync_at, d.last_sync_branch, d.last_sync_sha, d.last_sync_dirty,
+       u.username AS last_sync_actor,
        count(*) FILTER (WHERE NOT cur.removed) AS cases,
        count(*) FILTER (WHERE NOT cur.removed AND cur.review_state = 'pending') AS pending,
        count(*) FILTER (WHERE NOT cur.removed AND cur.review_state = 'approved') AS approved,

@@ -1,4 +1,4 @@
--- evalkit's database schema at migration 0012. GENERATED: do not edit.
+-- evalkit's database schema at migration 0013. GENERATED: do not edit.
 -- The migrations (evalkit/sql/migrations/, with the SQL in evalkit/sql/schema/) are
 -- the source of truth; this file shows what they build, each table with its
 -- constraints, indexes, triggers and foreign keys, to read (nothing runs it).
@@ -205,6 +205,7 @@ CREATE TABLE public.case_events (
     branch text,
     sha text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    dirty boolean DEFAULT false NOT NULL,
     CONSTRAINT case_events_kind_check CHECK ((kind = ANY (ARRAY['add'::text, 'change'::text, 'remove'::text, 'restore'::text, 'approve'::text, 'reject'::text, 'comment'::text, 'promotion'::text])))
 );
 
@@ -328,6 +329,7 @@ CREATE TABLE public.datasets (
     last_sync_branch text,
     last_sync_sha text,
     last_sync_actor_id bigint,
+    last_sync_dirty boolean DEFAULT false NOT NULL,
     CONSTRAINT datasets_name_format CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text))
 );
 

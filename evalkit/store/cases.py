@@ -84,6 +84,7 @@ async def show_case(conn: Conn, ws: WorkspaceRow, case_id: str) -> wire.CaseDeta
                 branch=e["branch"],
                 sha=e["sha"],
                 at=e["created_at"],
+                dirty=e["dirty"],
             )
             for e in events
         ],

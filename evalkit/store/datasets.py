@@ -38,6 +38,7 @@ def _dataset_from_row(row: dict[str, Any]) -> wire.Dataset:
             branch=row["last_sync_branch"],
             sha=row["last_sync_sha"],
             actor=row["last_sync_actor"],
+            dirty=row["last_sync_dirty"],
         )
     return wire.Dataset(
         name=row["name"],
@@ -323,10 +324,16 @@ async def sync_dataset(
             actor_id=actor_id,
             branch=request.branch,
             sha=request.sha,
+            dirty=request.dirty,
             rows=_json.encode(events).decode(),
         )
     await conn.execute(
-        "dataset_set_last_sync", id=ds_id, branch=request.branch, sha=request.sha, actor_id=actor_id
+        "dataset_set_last_sync",
+        id=ds_id,
+        branch=request.branch,
+        sha=request.sha,
+        dirty=request.dirty,
+        actor_id=actor_id,
     )
 
     custom = sorted({name for c in cases for name in _custom_names(c["content"])})
@@ -343,6 +350,7 @@ async def sync_dataset(
         branch=request.branch,
         sha=request.sha,
         actor=actor_name,
+        dirty=request.dirty,
         unknown_custom_evaluators=[n for n in custom if n not in known],
     )
 

@@ -130,7 +130,9 @@ AGENT_WRITES = {
     ("POST", "/api/workspaces/{workspace}/evaluators"),
     ("DELETE", "/api/workspaces/{workspace}/evaluators/{evaluator}"),
 }
-# Starting and driving experiments; their rules are tested in test_runs_*.py.
+# Starting and driving experiments: anyone starts a server-driven one of a shared dataset
+# and agent (test_anyone_starts_a_server_driven_experiment_of_shared_ones below); the rest
+# of their rules are tested in test_runs_*.py.
 EXPERIMENT_WRITES = {
     ("POST", "/api/experiments"),
     ("POST", "/api/experiments/{experiment}/resume"),
@@ -345,6 +347,22 @@ def test_experiment_driving_is_the_creators(server, admin_token):
         r = httpx.request(method, server.url + path, json=body, headers=auth)
         assert r.status_code == 403, (path, r.text)
         assert r.json()["error"]["code"] == "personal-agent-owner-only"
+
+
+def test_anyone_starts_a_server_driven_experiment_of_shared_ones(server, user_token):
+    """alice is no member of dev: starting finance@dev on the shared bot@dev passes every
+    access rule (anyone-runs-shared) and gets as far as asking the harness, which is not
+    there (502); an SDK start kept in @dev is a write, refused."""
+    auth = {"Authorization": f"Bearer {user_token}"}
+    body = {"dataset": "finance@dev", "agent": "bot@dev"}
+    r = httpx.post(f"{server.url}/api/experiments", json=body, headers=auth, timeout=60)
+    assert r.status_code == 502, r.text
+    assert r.json()["error"]["code"] == "harness-unreachable"
+    # her personal agent without the capabilities her CLI reads: the server would drive it
+    mine = {"dataset": "finance@dev", "agent": "mine"}
+    r = httpx.post(f"{server.url}/api/experiments", json=mine, headers=auth)
+    assert r.status_code == 403, r.text
+    assert r.json()["error"]["code"] == "server-cannot-drive-personal-agent"
 
 
 def test_rescoring_needs_write_access(server, admin_token, user_token):

@@ -101,6 +101,73 @@ def test_branch_and_sha_come_from_git(cli, server, tmp_path):
     assert f"topic@{head[:12]} by admin" in table.out
 
 
+def test_a_sync_from_a_tree_with_uncommitted_changes_is_marked_dirty(cli, server, tmp_path):
+    """The branch and sha of a dirty tree name where it started, not what was synced: the
+    sync says so, and so do the dataset and the case history in the CLI and the web UI."""
+    import subprocess
+
+    from tests.web.test_pages_http import logged_in
+
+    login(cli, server)
+    repo = Repo(tmp_path / "repo")
+    repo.fixture("report", b"v1")
+    repo.case("finance", "a")
+    (repo.root / "README.md").write_text("not read by a sync\n")
+    suite = str(repo.suite("finance"))
+    git = ["git", "-C", str(repo.root), "-c", "user.email=t@t", "-c", "user.name=t"]
+
+    def commit() -> str:
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+        return subprocess.run(
+            [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    head = commit()
+    clean = cli("sync", suite, "--json")
+    assert clean.code == 0, clean.err
+    assert (clean.json["sha"], clean.json["dirty"]) == (head, False)
+
+    (repo.root / "README.md").write_text("changed, but nothing the sync reads\n")
+    assert cli("sync", suite, "--json").json["dirty"] is False
+
+    repo.case("finance", "a", question="What is 3+3?", answer="6")  # edited, not committed
+    dirty = cli("sync", suite)
+    assert dirty.code == 0, dirty.err
+    marked = f"main@{head[:12]} with uncommitted changes"
+    assert f"synced finance@admin from {marked}" in dirty.out
+    assert "has uncommitted changes" in dirty.err and "commit them first" in dirty.err
+    shown = cli("datasets", "show", "finance", "--json").json["last_sync"]
+    assert (shown["sha"], shown["dirty"]) == (head, True)
+    assert f"commit {head}, with uncommitted changes" in cli("datasets", "show", "finance").out
+    assert f"{marked} by admin" in cli("datasets", "list").out
+    history = cli("cases", "show", "a", "--json").json["events"]
+    assert [(e["kind"], e["dirty"]) for e in history] == [("add", False), ("change", True)]
+    assert marked in cli("cases", "show", "a").out
+    with logged_in(server) as web:
+        dataset_page = web.get("/w/admin/datasets/finance").text
+        assert "with uncommitted changes</span>" in dataset_page
+        assert "with uncommitted changes</span>" in web.get("/w/admin").text
+        assert (
+            "with uncommitted changes</span>" in web.get("/w/admin/datasets/finance/cases/a").text
+        )
+
+    head = commit()
+    assert cli("sync", suite, "--json").json["dirty"] is False
+    with logged_in(server) as web:
+        assert "uncommitted changes</span>" not in web.get("/w/admin/datasets/finance").text
+    # an untracked case file, and a changed fixture file outside the suite directory
+    repo.case("finance", "b")
+    assert cli("sync", suite, "--json").json["dirty"] is True
+    head = commit()
+    (repo.root / "fixtures" / "report.bin").write_bytes(b"v2")
+    repo.case("finance", "b", files="report")
+    commit()
+    (repo.root / "fixtures" / "report.bin").write_bytes(b"v3")
+    assert cli("sync", suite, "--json").json["dirty"] is True
+
+
 def test_changed_fixture_bytes_make_a_new_version(cli, server, tmp_path):
     login(cli, server)
     repo = Repo(tmp_path / "repo")

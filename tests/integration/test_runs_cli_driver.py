@@ -153,9 +153,11 @@ def test_only_the_owner_runs_a_personal_agent(engine, alice, cli):
         missing = api(
             engine, token, "POST", "/api/experiments", json={"dataset": "finance", "agent": "mine"}
         )
-        assert missing.status_code == 400
-        assert missing.json()["error"]["code"] == "capabilities-required"
-        assert "is personal, so your CLI drives its runs" in missing.json()["error"]["message"]
+        assert missing.status_code == 403
+        assert missing.json()["error"]["code"] == "server-cannot-drive-personal-agent"
+        message = missing.json()["error"]["message"]
+        assert "agent mine@alice is personal, so the server" in message
+        assert "`evalkit run DATASET --agent mine`" in message
         created = api(engine, token, "POST", "/api/experiments", json=body).json()
         work = api(engine, admin, "GET", f"/api/experiments/{created['id']}/work")
         assert work.status_code == 403

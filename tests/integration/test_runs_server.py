@@ -12,7 +12,7 @@ import pytest
 from evalkit.harness.reference import Behaviour
 from evalkit.otel.mapping import load_starter
 from tests.conftest import ADMIN_PASSWORD
-from tests.integration.datasets_helpers import Repo, admin_api, simple_case
+from tests.integration.datasets_helpers import Repo, add_user, admin_api, simple_case
 from tests.integration.runs_helpers import (
     UNGUARDED,
     api,
@@ -429,34 +429,107 @@ def test_input_files_by_signed_url_or_inline(engine, dev, cli, tmp_path, lacks):
 
 
 def test_where_experiments_land_and_who_may_start_them(engine, dev, cli, tmp_path):
-    admin_api(
-        engine, dev, "POST", "/api/users", json={"username": "bob", "password": "bob-password"}
-    )
-    admin_api(
-        engine,
-        dev,
-        "POST",
-        "/api/workspaces/dev/members",
-        json={"username": "bob", "role": "reviewer"},
-    )
-    bob = login_token(engine, "bob", "bob-password")
+    """Seed rows 5-7: anyone logged in (bob reviews dev, carol is no member) starts a
+    server-driven experiment of a shared dataset with a shared agent, kept in the dataset's
+    workspace, and runs the release gate on @prod; they still write nothing else there."""
+    bob = add_user(engine, dev, "bob", member_of="dev", role="reviewer")
+    carol = add_user(engine, dev, "carol")
+    admin_api(engine, dev, "POST", "/api/workspaces", json={"name": "prod"})
+    repo = Repo(tmp_path / "repo")  # the dev fixture's suite, synced into prod too
+    assert cli("sync", str(repo.suite("finance")), "--workspace", "prod").code == 0
+    assert cli("workspaces", "promote-to", "dev", "prod").code == 0
     with harness() as ref:
         create_agent(engine, dev, "dev", "ref", ref.url)
-        body = {"dataset": "finance@dev", "agent": "ref@dev"}
+        create_agent(engine, dev, "prod", "ref", ref.url)
+        # row 5: a reviewer's regression run, kept in @dev
+        regression = cli("run", "finance@dev", "--agent", "ref@dev", "--json", token=bob)
+        assert regression.code == 0, regression.err
+        shown = regression.json
+        where = (shown["workspace"], shown["driver"], shown["created_by"])
+        assert where == ("dev", "server", "bob")
+        # row 6: dev's cases against the prod agent, kept in @dev
+        cross = cli("run", "finance@dev", "--agent", "ref@prod", "--json", token=carol)
+        assert cross.code == 0, cross.err
+        assert cross.json["workspace"] == "dev" and cross.json["created_by"] == "carol"
+        # row 7: the release gate on @prod (a promotion target) by someone who is no member
+        gate = []
+        for _ in range(2):
+            released = cli("run", "finance@prod", "--agent", "ref@prod", "--json", token=carol)
+            assert released.code == 0, released.err
+            assert released.json["workspace"] == "prod"
+            gate.append(str(released.json["id"]))
+        passed = cli("experiments", "compare", *gate, "--gate-no-regressions", token=carol)
+        assert passed.code == 0, passed.err
+        # anyone who may start it may resume it (the API the CLI's --resume calls)
+        resumed = cli("run", "--resume", str(shown["id"]), "--json", token=carol)
+        assert resumed.code == 0, resumed.err
+        # starting is all that is open: bob still writes nothing in @dev
+        refusals = [
+            ("sync", str(repo.suite("finance")), "--workspace", "dev"),
+            ("schedules", "create", "finance@dev", "--agent", "ref@dev", "--cron", "0 3 * * *"),
+            ("evaluate", str(shown["id"])),
+            ("agents", "create", "mine", "--workspace", "dev", "--harness-url", ref.url),
+        ]
+        for words in refusals:
+            refused = cli(*words, token=bob)
+            assert refused.code == 1 and "[shared-writers-write]" in refused.err, words
+            assert "bob is not a writer of @dev" in refused.err, words
+        approve = cli("cases", "approve", "add@dev", token=carol)
+        assert approve.code == 1 and "[reviewers-review]" in approve.err
+        # runs bob's own code would report into @dev are writes: a shared code-driven agent
+        sdkbot = {"name": "sdkbot", "mapping": load_starter("openinference")}
+        admin_api(engine, dev, "POST", "/api/workspaces/dev/agents", json=sdkbot)
+        body = {"dataset": "finance@dev", "agent": "sdkbot@dev", "sdk": True}
         refused = api(engine, bob, "POST", "/api/experiments", json=body)
-        assert refused.status_code == 403
-        assert refused.json()["error"]["code"] == "shared-writers-write"
-        # bob's own copy of the suite with the shared agent: the run lands in @bob.
-        cli.monkeypatch.setenv("EVALKIT_TOKEN", bob)
-        repo = Repo(tmp_path / "bob-repo")
-        write_suite(repo, "mine")
-        result = cli("run", str(repo.suite("mine")), "--agent", "ref@dev", "--json")
+        assert refused.status_code == 403, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "shared-writers-write"
+        assert "runs your own code reports" in error["message"]
+        assert api(engine, dev, "POST", "/api/experiments", json=body).status_code == 201
+        # bob's own copy of the suite with the shared agent: the run lands in @bob, and
+        # only bob resumes it there
+        mine = Repo(tmp_path / "bob-repo")
+        write_suite(mine, "mine")
+        result = cli("run", str(mine.suite("mine")), "--agent", "ref@dev", "--json", token=bob)
         assert result.code == 0, result.err
         assert result.json["workspace"] == "bob" and result.json["driver"] == "server"
-        missing = cli("run", "finance@nowhere", "--agent", "ref@dev")
+        theirs = cli("run", "--resume", str(result.json["id"]), token=carol)
+        assert theirs.code == 1 and "[personal-owner-writes]" in theirs.err
+        missing = cli("run", "finance@nowhere", "--agent", "ref@dev", token=bob)
         assert missing.code == 1 and "no workspace named 'nowhere'" in missing.err
-        no_agent = cli("run", "finance@dev", "--agent", "ghost@dev")
+        no_agent = cli("run", "finance@dev", "--agent", "ghost@dev", token=bob)
         assert no_agent.code == 1 and "ghost" in no_agent.err
+
+
+def test_run_by_suite_name_syncs_it_first(engine, dev, cli, tmp_path):
+    """`evalkit run NAME`, NAME a suite under evalkit.yaml's cases_dir, syncs it first like a
+    path: a case the branch deleted is not run. NAME@WORKSPACE is never synced."""
+    repo = Repo(tmp_path / "project")
+    three = {"n1": ("What is 1 + 1?", "2"), "n2": ("What is 2 + 2?", "4")}
+    write_suite(repo, "named", {**three, "n3": ("What is 3 + 3?", "6")})
+    cli.monkeypatch.chdir(repo.root)
+    with harness() as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        first = cli("run", "named", "--agent", "ref@dev", "--json")
+        assert first.code == 0, first.err
+        assert "named is the suite" in first.err and "syncing it first" in first.err
+        assert first.json["dataset"] == "named@admin" and first.json["runs"] == 3
+        (repo.suite("named") / "n3.yaml").unlink()  # the current branch deleted a case
+        second = cli("run", "named", "--agent", "ref@dev", "--json")
+        assert second.code == 0, second.err
+        assert sorted(r["case_id"] for r in second.json["run_list"]) == ["n1", "n2"]
+        shared = cli("run", "named", "--workspace", "dev", "--agent", "ref@dev", "--json")
+        assert shared.code == 0, shared.err
+        assert shared.json["dataset"] == "named@dev" and shared.json["runs"] == 2
+        (repo.suite("named") / "n2.yaml").unlink()
+        as_is = cli("run", "named@dev", "--agent", "ref@dev", "--json")
+        assert as_is.code == 0 and as_is.json["runs"] == 2  # not synced: n2 is still there
+        cli.monkeypatch.chdir(tmp_path)  # no evalkit.yaml: the personal dataset as it stands
+        stale = cli("run", "named", "--agent", "ref@dev", "--json")
+        assert stale.code == 0 and stale.json["runs"] == 2
+        assert "syncing it first" not in stale.err
+        none = cli("run", "nothing", "--workspace", "dev", "--agent", "ref@dev")
+        assert none.code == 2 and "'nothing' is none (nor a suite under" in none.err
 
 
 def test_run_usage_errors(engine, dev, cli):

@@ -209,7 +209,7 @@ ROUTES: dict[tuple[str, str], list[tuple[str, str]]] = {
     ("GET", "/api/experiment-list"): [(NONE, "read")],
     ("GET", _EXP): same(EXP3, "read"),
     ("POST", _EXP + "/resume"): [
-        (SERVER_EXP, "write@shared"),
+        (SERVER_EXP, "user"),  # anyone-runs-shared: whoever may start it may resume it
         (SDK_EXP, "driver=writer"),
         (CLI_EXP, "driver=owner"),
     ],
@@ -560,16 +560,22 @@ NO_CASE = {"case_ids": ["no-such-case"]}
 CRON = {"cron": "0 3 * * *"}
 BODY_WALK: list[tuple[str, str, dict[str, Any], dict[str, Expected]]] = [
     (
-        "personal agent: only its owner runs it",
+        "personal agent: only its owner runs it, from the CLI that sends its capabilities",
         "/api/experiments",
-        {"dataset": "finance@dev", "agent": "mine@olive"},
+        {"dataset": "finance@dev", "agent": "mine@olive", "capabilities": {}, **NO_CASE},
         RULE["driver=owner"],
     ),
     (
-        "shared dataset and shared agent: the experiment lives in @dev",
+        "personal agent without capabilities (the web UI, a script): the server never drives it",
+        "/api/experiments",
+        {"dataset": "finance@dev", "agent": "mine@olive"},
+        RULE["check@personal"],
+    ),
+    (
+        "shared dataset and shared agent: anyone starts it, and it lives in @dev",
         "/api/experiments",
         {"dataset": "finance@dev", "agent": "bot@dev", **NO_CASE},
-        RULE["write@shared"],
+        RULE["user"],
     ),
     (
         "a code-driven shared agent from the SDK: the experiment lives in @dev",

@@ -33,7 +33,8 @@ XSS = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
 TTL_HOURS = 12
 
 # What a reader (a user with no role) gets from each POST page with a valid CSRF value:
-# the rule of the API handler the page calls, or allowed (a redirect, 303).
+# the rule of the API handler the page calls, allowed (a redirect, 303), or past the
+# access rules (its form below names a split with no cases, refused with a 400 after them).
 READER_POSTS: dict[tuple[str, str], str] = {
     ("POST", "/logout"): "allowed",
     ("POST", "/w/{workspace}/datasets/{dataset}/cases/{case}/approve"): "reviewers-review",
@@ -53,7 +54,7 @@ READER_POSTS: dict[tuple[str, str], str] = {
     ("POST", "/admin/providers/{provider}/delete"): "admin-only",
     ("POST", "/admin/judge"): "admin-only",
     ("POST", "/admin/judge/clear"): "admin-only",
-    ("POST", "/experiments"): "shared-writers-write",
+    ("POST", "/experiments"): "past-access",  # anyone-runs-shared
     ("POST", "/schedules"): "shared-writers-write",
     ("POST", "/schedules/{schedule}/delete"): "shared-writers-write",
 }
@@ -69,7 +70,7 @@ FORMS: dict[str, dict[str, str]] = {
     "/admin/promotions": {"source": "dev", "target": "reed"},
     "/admin/providers": {"name": "evil", "base_url": PUBLIC_URL},
     "/admin/judge": {"provider": "evil", "model": "m"},
-    "/experiments": {"dataset": "finance@dev", "agent": "bot@dev"},
+    "/experiments": {"dataset": "finance@dev", "agent": "bot@dev", "split": "none-such"},
     "/schedules": {"dataset": "finance@dev", "agent": "bot@dev", "cron": "0 3 * * *"},
 }
 
@@ -244,6 +245,9 @@ def test_forms_apply_the_api_rules(site, page):
         r = client.post(site.path(path), data=data)
     if expected == "allowed":
         assert r.status_code == 303, r.text[:300]
+    elif expected == "past-access":
+        assert r.status_code == 400, (r.status_code, r.text[:300])
+        assert "has no cases to run in split" in r.text
     else:
         assert r.status_code == 403, (r.status_code, r.text[:300])
         assert f"<code>{expected}</code>" in r.text

@@ -233,6 +233,75 @@ def test_shared_agent_runs_by_anyone_logged_in(who):
 
 
 @pytest.mark.parametrize(
+    ("who", "driver", "expected"),
+    [
+        # the server drives a shared agent: anyone logged in starts it in the shared home
+        ("admin", "server", "ok"),
+        ("owner", "server", "ok"),
+        ("writer", "server", "ok"),
+        ("reviewer", "server", "ok"),
+        ("other", "server", "ok"),
+        ("anonymous", "server", "login"),
+        ("agent", "server", "agent-token-scope"),
+        # runs the caller's own code reports (the SDK) are writes: writers only
+        ("admin", "sdk", "ok"),
+        ("writer", "sdk", "ok"),
+        ("reviewer", "sdk", "shared-writers-write"),
+        ("other", "sdk", "shared-writers-write"),
+    ],
+)
+def test_start_experiment_in_a_shared_workspace(who, driver, expected):
+    exercised.add("anyone-runs-shared")
+    actor = CALLERS[who]
+    home = shared(actor)
+    assert outcome(access.require_start_experiment, actor, home, driver=driver) == expected
+    # a promotion target is no different: its experiments read it, they write no cases
+    target = shared(actor, target=True)
+    assert outcome(access.require_start_experiment, actor, target, driver=driver) == expected
+
+
+@pytest.mark.parametrize("who", ["admin", "writer", "reviewer", "other"])
+def test_start_experiment_keeps_other_rights(who):
+    """Starting is open; writing cases, reviewing and scheduling keep their own rules."""
+    actor = CALLERS[who]
+    dev = shared(actor)
+    writes = "ok" if who in ("admin", "writer") else "shared-writers-write"
+    reviews = "ok" if who in ("admin", "reviewer") else "reviewers-review"
+    assert outcome(access.require_sync, actor, dev) == writes
+    assert outcome(access.require_schedule, actor, dev, "create schedules in it") == writes
+    assert outcome(access.require_review, actor, dev) == reviews
+
+
+def test_sdk_refusal_says_what_is_open():
+    with pytest.raises(Forbidden) as refused:
+        access.require_start_experiment(REVIEWER, shared(REVIEWER), driver="sdk")
+    message = refused.value.message
+    assert "rita is not a writer of @dev and cannot run experiments in it" in message
+    assert "runs your own code reports" in message and "open to everyone" in message
+
+
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [("owner", "ok"), ("admin", "personal-owner-writes"), ("other", "personal-owner-writes")],
+)
+def test_resume_in_a_personal_workspace_is_its_owners(who, expected):
+    actor = CALLERS[who]
+    action = "resume experiments in it"
+    result = outcome(
+        access.require_start_experiment, actor, PERSONAL, driver="server", action=action
+    )
+    assert result == expected
+
+
+def test_server_cannot_drive_refusal_names_the_agent_and_the_fix():
+    with pytest.raises(Forbidden) as refused:
+        access.require_run_agent(OWNER, PERSONAL, driven_by_server=True, agent="myagent@alice")
+    assert refused.value.rule == "server-cannot-drive-personal-agent"
+    assert "agent myagent@alice is personal, so the server" in refused.value.message
+    assert "`evalkit run DATASET --agent myagent`" in refused.value.message
+
+
+@pytest.mark.parametrize(
     ("user_id", "disabled", "expected"),
     [
         (2, False, "ok"),

@@ -335,9 +335,12 @@ def _start(web: httpx.Client, **fields) -> httpx.Response:
 def test_start_form_refusals_are_the_apis(seeded):
     server = seeded.server
     with logged_in(server, "alice", "alice-password") as web:
+        # the form posts no capabilities: the server would drive it, which it never does
         personal = _start(web, dataset="finance@dev", agent="mine@alice")
-        assert personal.status_code == 400
-        assert "is personal, so your CLI drives its runs" in personal.text
+        assert personal.status_code == 403, personal.text
+        assert "<code>server-cannot-drive-personal-agent</code>" in personal.text
+        assert "agent mine@alice is personal, so the server" in personal.text
+        assert "evalkit run DATASET --agent mine" in personal.text
         code = _start(web, dataset="finance@dev", agent="sdkbot@dev")
         assert code.status_code == 400 and "has no harness URL: it is code-driven" in code.text
         bad = _start(web, dataset="finance@dev", agent="ref@dev", repetitions="many")
@@ -345,11 +348,15 @@ def test_start_form_refusals_are_the_apis(seeded):
         stale = web.post("/experiments", data={"csrf": "0" * 64, "dataset": "finance@dev"})
         assert stale.status_code == 403 and "CSRF" in stale.text
     with logged_in(server, "rita", "rita-password") as web:
+        # rita reviews dev and so may not write there, but anyone starts a server-driven run
+        mine = _start(web, dataset="finance@dev", agent="mine@alice")
+        assert mine.status_code == 403 and "personal-agent-owner-only" in mine.text
         page = web.get("/experiments").text
         form = page.split('id="start"')[1].split("</details>")[0]
-        assert "finance@dev" not in form  # rita reviews dev: she may not run experiments there
-        refused = _start(web, dataset="finance@dev", agent="ref@dev")
-        assert refused.status_code == 403 and "rita" in refused.text
+        assert 'value="finance@dev"' in form and 'value="ref@dev"' in form
+        assert 'value="mine@alice"' not in form  # the form offers shared harness agents only
+        schedules = web.get("/schedules").text.split('id="create"')[1]
+        assert 'value="finance@dev"' not in schedules  # a schedule is a write: writers only
 
 
 def test_start_form_starts_a_server_driven_experiment(seeded):
@@ -458,6 +465,24 @@ def test_browser_start_an_experiment(seeded, page, log_in):
     page.wait_for_url(re.compile(rf"{url}/experiments/\d+$"))
     assert page.get_by_role("heading", name=re.compile(r"Experiment \d+")).is_visible()
     page.shot("started")
+
+
+def test_browser_a_reviewer_starts_the_regression_run(seeded, page, log_in):
+    """Seed row 5 in the UI: rita only reviews dev, and starts finance@dev on ref@dev;
+    the experiment is kept in @dev."""
+    url = seeded.server.url
+    log_in(url, "rita", "rita-password")
+    page.goto(f"{url}/experiments")
+    page.get_by_text("Start an experiment").click()
+    page.locator("#start select[name=dataset]").select_option("finance@dev")
+    page.locator("#start select[name=agent]").select_option("ref@dev")
+    page.locator("#start").get_by_role("button", name="Start").click()
+    page.wait_for_url(re.compile(rf"{url}/experiments/\d+$"))
+    experiment_id = int(page.url.rsplit("/", 1)[1])
+    detail = wait_finished(seeded.server, seeded.token, experiment_id)
+    assert (detail["workspace"], detail["created_by"]) == ("dev", "rita")
+    assert detail["driver"] == "server"
+    page.shot("reviewer-started")
 
 
 def test_browser_experiment_fits_a_phone(seeded, page, log_in):

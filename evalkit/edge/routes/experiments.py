@@ -105,13 +105,16 @@ async def experiments_resume(call: Call) -> wire.Experiment:
 
 
 async def _require_driver_rights(conn: Any, call: Call, row: store.ExperimentRow) -> None:
-    """Resuming or driving an experiment: the CLI that drives it is its creator's; a
-    server-driven one may be resumed by anyone who may write to its workspace."""
+    """Resuming or driving an experiment: the CLI or SDK that drives it is its creator's; a
+    server-driven one may be resumed by anyone who may start it (in a shared workspace,
+    everyone; in a personal one, its owner)."""
     if row.driver in ("cli", "sdk"):
         access.require_driver(call.actor, row.created_by, row.created_by_name, row.id)
         return
     ws = await get_workspace(conn, call.actor, row.workspace)
-    access.require_write(call.actor, ws.facts, "resume experiments in it")
+    access.require_start_experiment(
+        call.actor, ws.facts, driver=row.driver, action="resume experiments in it"
+    )
 
 
 # --------------------------------------------------------------------------- CLI driver

@@ -43,7 +43,8 @@ async def agents_check(call: Call) -> CheckReport:
         ws = await get_workspace(conn, call.actor, call.param("workspace"))
         if ws.facts.kind == "personal":
             # Refuses everyone: the owner with server-cannot-drive-personal-agent.
-            access.require_run_agent(call.actor, ws.facts, driven_by_server=True)
+            agent_ref = f"{call.param('agent')}@{ws.facts.name}"
+            access.require_run_agent(call.actor, ws.facts, driven_by_server=True, agent=agent_ref)
         access.require_write(call.actor, ws.facts, "check its agents")
         agent = await agents.get_agent(conn, ws.id, call.param("agent"))
         body: HarnessCheckRequest = await call.payload()

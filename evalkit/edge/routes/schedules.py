@@ -50,7 +50,7 @@ async def _plan(conn: Any, actor: Actor, body: wire.ScheduleCreate) -> Plan:
         model=body.model,
     )
     try:
-        plan = await plan_experiment(conn, actor, start, "create schedules in it")
+        plan = await plan_experiment(conn, actor, start, schedule="create schedules in it")
     except BadRequest as exc:
         if exc.code != "code-driven-agent":
             raise
@@ -63,7 +63,9 @@ async def _plan(conn: Any, actor: Actor, body: wire.ScheduleCreate) -> Plan:
         ) from None
     if plan.driver != "server":
         # A personal harness agent: its owner's CLI drives it, never the server.
-        access.require_run_agent(actor, plan.agent.workspace_facts, driven_by_server=True)
+        access.require_run_agent(
+            actor, plan.agent.workspace_facts, driven_by_server=True, agent=plan.agent.ref
+        )
     return plan
 
 
@@ -88,7 +90,7 @@ async def schedules_delete(call: Call) -> wire.ScheduleDeleted:
         ws = await get_workspace(
             conn, call.actor, await store.schedule_workspace(conn, schedule_id)
         )
-        access.require_write(call.actor, ws.facts, "delete its schedules")
+        access.require_schedule(call.actor, ws.facts, "delete its schedules")
         shown = await store.get_schedule(conn, schedule_id)
         await store.delete_schedule(conn, schedule_id)
     return wire.ScheduleDeleted(id=shown.id, name=shown.name, workspace=shown.workspace)

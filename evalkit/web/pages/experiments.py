@@ -240,8 +240,11 @@ def trend_charts(newest_first: list[wire.ExperimentBrief]) -> list[dict[str, Any
 
 async def _choices(call: WebCall) -> dict[str, Any]:
     """What the filters and the start form offer: workspaces, datasets, agents, and which
-    of them can start an experiment (a shared Harness API agent, a dataset whose
-    experiment would land in a workspace the user writes to)."""
+    of them can start an experiment: the server drives what the form starts, so any
+    dataset with a shared Harness API agent (anyone may start those, `anyone-runs-shared`;
+    the experiment lands in the dataset's workspace, or the user's own for a personal
+    dataset). A schedule needs write access where it lives, so its form offers the
+    datasets whose experiments land in a workspace the user writes to."""
     spaces, all_datasets, all_agents = await asyncio.gather(
         use(call, workspace_routes.workspaces_list),
         use(call, datasets.datasets_list_all),
@@ -253,7 +256,7 @@ async def _choices(call: WebCall) -> dict[str, Any]:
         for a in all_agents
         if a.kind == "harness" and kinds.get(a.workspace) and kinds[a.workspace].kind == "shared"
     ]
-    startable = [
+    schedulable = [
         d
         for d in all_datasets
         if kinds.get(d.workspace)
@@ -263,7 +266,8 @@ async def _choices(call: WebCall) -> dict[str, Any]:
         "workspaces": spaces,
         "datasets": all_datasets,
         "agents": all_agents,
-        "start_datasets": startable,
+        "start_datasets": all_datasets,
+        "schedule_datasets": schedulable,
         "start_agents": shared_agents,
     }
 
