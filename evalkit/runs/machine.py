@@ -258,8 +258,8 @@ async def _failed_poll(work: RunWork, env: Env, exc: EvalkitError) -> Step:
         retryable = isinstance(exc, HarnessError) and exc.retryable
         if not retryable or grace_left <= 0:
             grace = work.settings.stop_grace
-            failed = f"could not be polled within the {grace:g} s stop grace (last: {exc})"
-            return Step(_stop_grace_over(work, failed))
+            unanswered = f"could not be polled within the {grace:g} s stop grace (last: {exc})"
+            return Step(_stop_grace_over(work, unanswered))
         attempt = work.attempts + 1
         again = transition(
             work, "stopping", attempts=attempt, note=f"polling the stopping run failed: {exc}"
