@@ -28,8 +28,9 @@ from evalkit.embedded import EmbeddedPostgres
 from evalkit.errors import ConfigError, Conflict, EvalkitError
 from evalkit.jobs import runtime
 from evalkit.jobs.app import connected, load_tasks
-from evalkit.jobs.maintenance import requeue_stalled
+from evalkit.jobs.maintenance import requeue_stalled, retry_stalled_later
 from evalkit.jobs.procrastinate_adapter import Worker
+from evalkit.jobs.runs import queue_left_behind
 from evalkit.sql import migrate
 from evalkit.store import accounts
 
@@ -128,6 +129,8 @@ def check_port_free(host: str, port: int) -> None:
 
 WORKER_RESTART_SECONDS = (0.5, 10.0)
 """The first and the longest wait before the job worker starts again after it stopped."""
+STALLED_MARGIN_SECONDS = 1.0
+"""How long after a dead worker's jobs count as stalled the retry queued at start runs."""
 
 
 async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> None:
@@ -190,12 +193,19 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
 
 async def _worker_round(jobs: Any, worker: Any, leftover: list[int], settings: Settings) -> None:
     """Let go of the stopped workers' jobs (unregistered, they have no worker: stalled at
-    once), queue again the jobs of dead workers, then run the worker until it stops."""
+    once), queue again the jobs of dead workers, queue a step for the runs that no job
+    holds (a dead worker was driving them), then run the worker until it stops.
+
+    A worker killed less than ``worker.stalled_seconds`` ago still looks alive: one more
+    retry of stalled jobs is queued for when it no longer does."""
 
     while leftover:
         await jobs.job_manager.unregister_worker(leftover[-1])
         leftover.pop()
-    await requeue_stalled(jobs, settings.worker.stalled_seconds)
+    stalled_seconds = settings.worker.stalled_seconds
+    await requeue_stalled(jobs, stalled_seconds)
+    await retry_stalled_later(stalled_seconds + STALLED_MARGIN_SECONDS)
+    await queue_left_behind(runtime.database())
     await worker.run()
 
 

@@ -37,6 +37,17 @@ async def requeue_stalled(jobs: App, seconds: float) -> int:
     return len(stalled)
 
 
+async def retry_stalled_later(seconds: float) -> None:
+    """Queue one more retry of stalled jobs ``seconds`` from now, besides the once-a-minute
+    one. A worker started at once after another was killed queues it for when the dead
+    worker's last heartbeat is ``worker.stalled_seconds`` old: its jobs go back to the queue
+    then, not at the first minute mark after."""
+    await queue.defer(
+        None, queue.RETRY_STALLED_JOBS, queueing_lock=queue.RETRY_STALLED_JOBS,
+        schedule_in=seconds, timestamp=0,
+    )  # fmt: skip
+
+
 @app.periodic(cron="17 * * * *", periodic_id="delete-stale-login-tokens")
 @app.task(
     name=queue.DELETE_STALE_LOGIN_TOKENS,

@@ -18,7 +18,7 @@ import msgspec
 from procrastinate import JobContext, RetryStrategy
 
 from evalkit.config import public_url
-from evalkit.db import Database
+from evalkit.db import Conn, Database
 from evalkit.harness.client import HarnessClient
 from evalkit.jobs import procrastinate_adapter, queue, runtime
 from evalkit.jobs.app import DATABASE_RETRY, app
@@ -60,15 +60,42 @@ async def sweep_runs(context: JobContext, timestamp: int) -> int:
             log.warning("experiment %s had no live run but was still open", experiment_id)
             await store.finish_experiment_if_done(conn, experiment_id)
             moved += 1
-        idle_runs = await store.orphaned_runs(conn, idle)
-        for run in await procrastinate_adapter.without_live_jobs(conn, idle_runs):
-            log.warning("run %s (%s) had no job to move it; queueing one", run["id"], run["state"])
-            if run["state"] == "collecting" and run["trajectory_source"] == "otel":
-                await queue.defer_settle(None, run["agent_id"], run["session_id"], after=0)
-            else:
-                await queue.defer_advance(None, run["id"])
-            moved += 1
+        moved += await queue_orphans(conn, idle_seconds=idle)
     return moved
+
+
+RESTART_SWEPT_STATES = frozenset({"starting", "running", "stopping", "collecting"})
+"""The states :func:`queue_left_behind` moves at once. What a second job's step repeats in
+them is a harness call (a start carries its idempotency key); a run in ``scoring`` is
+left to the once-a-minute sweep, since a repeated step there calls the evaluators again."""
+
+
+async def queue_left_behind(db: Database) -> int:
+    """At a worker's start: queue a step for every live run that no job holds, however
+    short its idle time. A dead worker leaves such runs when it was driving a run its job
+    had claimed after the job's own run (see :func:`_drive`); waiting for the sweep's idle
+    threshold would leave them for minutes. A run another live worker drives the same way
+    may get a second job: its steps are compare-and-set, so one of the two stops at once."""
+    async with db.connection() as conn:
+        return await queue_orphans(conn, idle_seconds=0, states=RESTART_SWEPT_STATES)
+
+
+async def queue_orphans(
+    conn: Conn, *, idle_seconds: float, states: frozenset[str] | None = None
+) -> int:
+    """Queue a step for the live server-driven runs (in ``states``, default all) idle for
+    ``idle_seconds`` that no job waits or runs for; how many."""
+    idle_runs = await store.orphaned_runs(conn, idle_seconds)
+    if states is not None:
+        idle_runs = [run for run in idle_runs if run["state"] in states]
+    orphans = await procrastinate_adapter.without_live_jobs(conn, idle_runs)
+    for run in orphans:
+        log.warning("run %s (%s) had no job to move it; queueing one", run["id"], run["state"])
+        if run["state"] == "collecting" and run["trajectory_source"] == "otel":
+            await queue.defer_settle(None, run["agent_id"], run["session_id"], after=0)
+        else:
+            await queue.defer_advance(None, run["id"])
+    return len(orphans)
 
 
 @app.task(name=queue.ADVANCE_RUN, retry=JOB_RETRY, pass_context=True)

@@ -20,7 +20,9 @@ started at most once because ``POST /runs`` carries the run's id as an idempoten
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -65,6 +67,8 @@ class Position(Protocol):
 
 
 MAX_BACKOFF_SECONDS = 60.0
+MIN_POLL_SECONDS = 0.5
+"""A poll bounded by the run's deadline or stop grace still gets this long to answer."""
 
 
 def is_allowed(from_state: str, to_state: str) -> bool:
@@ -192,9 +196,9 @@ async def _start(work: RunWork, env: Env) -> Step:
 async def _poll(work: RunWork, env: Env) -> Step:
     assert work.harness_run_id is not None
     try:
-        status = await env.harness.status(work.harness_run_id)
+        status = await _status_before(work, env, _poll_ends(work))
     except EvalkitError as exc:
-        return _failed_call(work, env, "polling the run", exc)
+        return await _failed_poll(work, env, exc)
     now = env.now()
     if status.status in FINAL_STATUSES:
         finished = transition(work, "collecting")
@@ -208,28 +212,84 @@ async def _poll(work: RunWork, env: Env) -> Step:
     )
     if work.state == "running":
         if not _past_deadline(work, now):
-            return Step(recovered, wait=work.settings.poll_interval)
+            wait = min(work.settings.poll_interval, _seconds_until_deadline(work, now))
+            return Step(recovered, wait=wait)
         return await _time_out(work, env, now)
-    assert work.stop_requested_at is not None
-    grace_ends = work.stop_requested_at + timedelta(seconds=work.settings.stop_grace)
+    grace_ends = _grace_ends(work)
     if now < grace_ends:
         wait = min(work.settings.poll_interval, (grace_ends - now).total_seconds())
         return Step(recovered, wait=max(wait, 0.0))
-    return Step(
-        transition(
-            work,
-            "collecting",
-            harness_status=status.status,
-            error=(
-                f"{_timeout_text(work)}; the harness was asked to stop but still said "
-                f"'{status.status}' after the {work.settings.stop_grace:g} s stop grace"
-            ),
+    grace = work.settings.stop_grace
+    said = f"still said '{status.status}' after the {grace:g} s stop grace"
+    return Step(_stop_grace_over(work, said, harness_status=status.status))
+
+
+async def _status_before(work: RunWork, env: Env, ends: datetime | None) -> RunStatus:
+    """Poll the harness, giving up at ``ends`` (the run's deadline or the end of its stop
+    grace) when that comes before the client's own timeout."""
+    assert work.harness_run_id is not None
+    if ends is None:
+        return await env.harness.status(work.harness_run_id)
+    seconds = max((ends - env.now()).total_seconds(), MIN_POLL_SECONDS)
+    try:
+        async with asyncio.timeout(seconds):
+            return await env.harness.status(work.harness_run_id)
+    except TimeoutError:
+        until = "the stop grace ends" if work.state == "stopping" else "the run timeout"
+        raise HarnessError(
+            f"no answer within the {seconds:.3g} s left before {until}", retryable=True
+        ) from None
+
+
+def _poll_ends(work: RunWork) -> datetime | None:
+    """When the poll about to be sent must have answered by: the deadline of a running run
+    or the end of a stopping run's grace (None: no bound beyond the client's timeout)."""
+    return _grace_ends(work) if work.state == "stopping" else work.deadline_at
+
+
+async def _failed_poll(work: RunWork, env: Env, exc: EvalkitError) -> Step:
+    """A poll that failed. Past the deadline the run times out whatever the poll did; in
+    the stop grace it is retried until the grace ends, then the run is collected."""
+    now = env.now()
+    if work.state == "running" and _past_deadline(work, now):
+        return await _time_out(work, env, now, poll_error=exc)
+    if work.state == "stopping":
+        grace_left = (_grace_ends(work) - now).total_seconds()
+        retryable = isinstance(exc, HarnessError) and exc.retryable
+        if not retryable or grace_left <= 0:
+            grace = work.settings.stop_grace
+            unanswered = f"could not be polled within the {grace:g} s stop grace (last: {exc})"
+            return Step(_stop_grace_over(work, unanswered))
+        attempt = work.attempts + 1
+        again = transition(
+            work, "stopping", attempts=attempt, note=f"polling the stopping run failed: {exc}"
         )
+        return Step(again, wait=min(env.retry_wait(attempt), grace_left))
+    failed = _failed_call(work, env, "polling the run", exc)
+    if failed.transition is not None and failed.transition.to_state == "running":
+        # Wake at the deadline at the latest, so that a run whose polls fail still times out.
+        failed.wait = min(failed.wait, _seconds_until_deadline(work, now))
+    return failed
+
+
+def _stop_grace_over(
+    work: RunWork, what_happened: str, *, harness_status: str | None = None
+) -> Transition:
+    return transition(
+        work,
+        "collecting",
+        harness_status=harness_status,
+        error=f"{_timeout_text(work)}; the harness was asked to stop but {what_happened}",
     )
 
 
-async def _time_out(work: RunWork, env: Env, now: datetime) -> Step:
+async def _time_out(
+    work: RunWork, env: Env, now: datetime, *, poll_error: EvalkitError | None = None
+) -> Step:
     assert work.harness_run_id is not None
+    reason = _timeout_text(work)
+    if poll_error is not None:
+        reason += f" (its last poll failed: {poll_error})"
     if not env.capabilities.accepts.stop:
         return Step(
             transition(
@@ -237,7 +297,7 @@ async def _time_out(work: RunWork, env: Env, now: datetime) -> Step:
                 "collecting",
                 timed_out=True,
                 error=(
-                    f"{_timeout_text(work)}; the harness does not accept stop "
+                    f"{reason}; the harness does not accept stop "
                     "(capabilities.accepts.stop is false), so the run may still be going there"
                 ),
             )
@@ -250,7 +310,7 @@ async def _time_out(work: RunWork, env: Env, now: datetime) -> Step:
                 work,
                 "collecting",
                 timed_out=True,
-                error=f"{_timeout_text(work)}; asking the harness to stop failed: {exc}",
+                error=f"{reason}; asking the harness to stop failed: {exc}",
             )
         )
     stopping = transition(
@@ -258,7 +318,7 @@ async def _time_out(work: RunWork, env: Env, now: datetime) -> Step:
         "stopping",
         timed_out=True,
         stop_requested_at=now,
-        error=f"{_timeout_text(work)}; evalkit asked the harness to stop it",
+        error=f"{reason}; evalkit asked the harness to stop it",
     )
     return Step(stopping, wait=min(work.settings.poll_interval, work.settings.stop_grace))
 
@@ -339,6 +399,17 @@ def _failed_call(work: RunWork, env: Env, doing: str, exc: EvalkitError) -> Step
 
 def _past_deadline(work: RunWork, now: datetime) -> bool:
     return work.deadline_at is not None and now >= work.deadline_at
+
+
+def _seconds_until_deadline(work: RunWork, now: datetime) -> float:
+    if work.deadline_at is None:
+        return math.inf
+    return max((work.deadline_at - now).total_seconds(), 0.0)
+
+
+def _grace_ends(work: RunWork) -> datetime:
+    assert work.stop_requested_at is not None
+    return work.stop_requested_at + timedelta(seconds=work.settings.stop_grace)
 
 
 def _timeout_text(work: RunWork) -> str:

@@ -795,15 +795,27 @@ def test_kill_while_the_harness_holds_the_first_start(database_url, tmp_path, cl
         edge.stop()
 
 
-@pytest.mark.slow
+PICKED_UP_WITHIN = 5.0
+"""Seconds a restarted worker may take to start again a run the killed one left: after its
+registration when no job holds the run, after the dead worker counts as stalled when the
+dead worker's job still does."""
+
+
+def seconds_until(predicate: Any, timeout: float, what: str) -> float:
+    began = time.monotonic()
+    until(predicate, timeout=timeout, what=what)
+    return time.monotonic() - began
+
+
 def test_kill_while_a_chained_run_starts(database_url, tmp_path, cli):
     """When its run leaves the agent's slot, ``advance_run`` claims the agent's next queued
     run and drives it in the same job. Killed while that next run's POST /runs hangs, the
-    job that comes back is the first run's, which is over: the next run must still end.
+    job that comes back is the first run's, which is over, and no job holds the next run:
+    a worker started again at once queues a step for it within seconds (not the
+    once-a-minute sweep's 2 x stalled_seconds + the harness timeout).
 
     The first run gives up the slot without calling the harness (its case attaches a file
-    the harness cannot take, so it errors at once), so the hanging call is the next run's.
-    Today only the once-a-minute sweep of runs with no job moves it again (hence slow)."""
+    the harness cannot take, so it errors at once), so the hanging call is the next run's."""
     edge = start_server(database_url, tmp_path, worker=False, configure=fast_engine)
     ref = ReferenceHarness(
         Behaviour(hang_first={"start": 1}, without=frozenset({"files", "file_urls"}))
@@ -836,17 +848,74 @@ def test_kill_while_a_chained_run_starts(database_url, tmp_path, cli):
             ("b-plain", "starting", None),
         ], runs
         worker.kill()
-        time.sleep(STALLED_SECONDS + 0.5)
-        worker.start()
-        # Nothing queues a step for the second run; the once-a-minute sweep finds it once
-        # it has been idle for 2 x stalled_seconds + the harness timeout.
-        wait_all_finished(database_url, worker, 150, "chained start")
+        worker.start()  # at once, as a supervisor would
+        worker.wait_registered("chained start")
+        took = seconds_until(
+            lambda: ref.counters.starts[str(second)] == 2, PICKED_UP_WITHIN, "the repeated start"
+        )
+        print(f"\nchained run started again {took:.2f} s after the new worker registered")
+        wait_all_finished(database_url, worker, 60, "chained start")
 
         detail = api(edge, token, "GET", f"/api/experiments/{experiment_id}").json()
         assert detail["by_state"] == {"errored": 1, "done": 1}, detail
         assert ref.counters.runs_created == 1, ref.counters
         assert ref.counters.starts[str(second)] == 2, ref.counters
         wait_no_advance_jobs(database_url, 90, "chained start")
+    finally:
+        worker.stop()
+        ref.stop()
+        edge.stop()
+
+
+def test_a_worker_restarted_at_once_takes_back_the_starts_it_was_making(
+    database_url, tmp_path, cli
+):
+    """Killed while two runs' POST /runs hang (each run's own job ``doing``), the worker
+    is started again at once: its predecessor still looks alive (its heartbeat is fresh),
+    so the new worker queues one more retry of stalled jobs for when it no longer does.
+    Both runs are started again within stalled_seconds and a few seconds of the kill (not
+    at the first minute mark after), on the same harness runs. stalled_seconds is 30 here,
+    longer than a worker takes to start, so the retry at start finds nothing stalled."""
+    edge = start_server(database_url, tmp_path, worker=False, configure=fast_engine)
+    ref = ReferenceHarness(Behaviour(hang_first={"start": 2})).start()
+    stalled = 30.0
+    worker = WorkerProcess(
+        database_url,
+        edge.settings,
+        tmp_path,
+        EVALKIT_WORKER_STALLED_SECONDS=str(stalled),
+        **HANGING_START,
+    )
+    try:
+        token = dev_workspace(edge, cli, tmp_path)
+        create_agent(edge, token, "dev", "ref", ref.url, max_concurrent_runs=2)
+        worker.start()
+        worker.wait_registered("restart at once")
+        experiment_id = start_experiment(edge, token, "ref@dev", case_ids=["add", "mul"])
+        until(lambda: ref.counters.runs_created == 2, timeout=60, what="both starts")
+        run_ids = [str(row[0]) for row in query(
+            database_url, "SELECT id FROM runs WHERE experiment_id = %s", (experiment_id,)
+        )]  # fmt: skip
+        assert sorted(worker.doing_runs()) == sorted(map(int, run_ids)), jobs_dump(database_url)
+        killed = worker.kill()
+        worker.start()
+        worker.wait_registered("restart at once")
+        registered = time.monotonic()
+        assert registered - killed < stalled, "the worker took longer to start than stalled"
+        until(
+            lambda: all(ref.counters.starts[i] == 2 for i in run_ids),
+            timeout=killed + stalled + PICKED_UP_WITHIN - registered,
+            what="both runs started again",
+        )
+        print(
+            f"\nruns started again {time.monotonic() - registered:.2f} s after the new "
+            f"worker registered, {time.monotonic() - killed:.2f} s after the kill"
+        )
+        wait_all_finished(database_url, worker, 60, "restart at once")
+        detail = api(edge, token, "GET", f"/api/experiments/{experiment_id}").json()
+        assert detail["by_state"] == {"done": 2}, detail
+        assert ref.counters.runs_created == 2, ref.counters
+        wait_no_advance_jobs(database_url, 30, "restart at once")
     finally:
         worker.stop()
         ref.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 
 import httpx
 import pytest
@@ -23,7 +24,13 @@ async def _no_fixtures(sha256: str) -> bytes:
     raise AssertionError(f"no input file expected, asked for {sha256}")
 
 
-def work(state: str = "starting", poll_interval: float = 0.01, **kw: object) -> RunWork:
+def work(
+    state: str = "starting",
+    poll_interval: float = 0.01,
+    run_timeout: float = 600,
+    stop_grace: float = 1,
+    **kw: object,
+) -> RunWork:
     return RunWork(
         run_id=7,
         experiment_id=1,
@@ -32,29 +39,38 @@ def work(state: str = "starting", poll_interval: float = 0.01, **kw: object) -> 
         repetition=1,
         input={"question": "What is 2 + 3?"},
         settings=RunSettings(
-            run_timeout=600, poll_interval=poll_interval, stop_grace=1, trajectory_wait=1
+            run_timeout=run_timeout,
+            poll_interval=poll_interval,
+            stop_grace=stop_grace,
+            trajectory_wait=1,
         ),
         **kw,  # type: ignore[arg-type]
     )
 
 
 async def drive(
-    run: RunWork, url: str, *, attempts: int, backoff: float, timeout: float = 2.0
+    run: RunWork,
+    url: str,
+    *,
+    attempts: int,
+    backoff: float,
+    timeout: float = 2.0,
+    caps: Capabilities | None = None,
 ) -> tuple[list[float], RunWork, str | None]:
-    """Steps until the run leaves starting/running; returns the retry waits, the run, and
-    its error. The waits are not slept: the step says them, the driver honours them."""
+    """Steps until the run leaves starting/running/stopping; returns the retry waits, the
+    run, and its error. The waits are not slept: the step says them, the driver honours
+    them."""
     async with httpx.AsyncClient(timeout=timeout) as http:
-        caps = Capabilities()
         env = machine.Env(
             harness=HarnessClient(url, None, http),
-            capabilities=caps,
+            capabilities=caps or Capabilities(),
             fixture_bytes=_no_fixtures,
             attempts=attempts,
             backoff=backoff,
         )
         waits: list[float] = []
         error = None
-        while run.state in ("starting", "running"):
+        while run.state in ("starting", "running", "stopping"):
             step = await machine.step(run, env)
             if step.transition is None:  # a live run polled again later
                 await asyncio.sleep(step.wait)
@@ -143,3 +159,54 @@ async def test_a_live_run_is_polled_every_poll_interval():
                 step = await machine.step(run, env)
                 assert step.transition is None and step.wait == 0.7
     assert ref.counters.calls["status"] == 3 and ref.counters.runs_created == 1
+
+
+async def test_the_run_timeout_bounds_a_run_whose_polls_hang():
+    """Every poll hangs: past the deadline the run is stopped, given its grace and
+    collected as timed out, instead of retrying its polls until it errors."""
+    with ReferenceHarness(Behaviour(run_seconds=math.inf, hang_first={"status": 100})) as ref:
+        began = time.monotonic()
+        # The client's own timeout (3 s) is longer than the run timeout: the poll is cut
+        # at the deadline, not at the client's timeout.
+        _waits, run, error = await drive(
+            work(run_timeout=1.0, stop_grace=0.6),
+            ref.url,
+            attempts=5,
+            backoff=0.1,
+            timeout=3.0,
+            caps=ref.state.capabilities,
+        )
+        took = time.monotonic() - began
+    assert run.state == "collecting" and run.timed_out
+    assert run.stop_requested_at is not None
+    assert sum(ref.counters.stops.values()) == 1
+    assert error is not None and error.startswith("timed out after 1 s")
+    assert "the harness was asked to stop but could not be polled" in error
+    # Deadline 1 s, then a grace of 0.6 s; each poll past either gets at most 0.5 s.
+    assert took < 1.0 + machine.MIN_POLL_SECONDS + 0.6 + machine.MIN_POLL_SECONDS + 0.5, took
+
+
+async def test_a_failed_poll_wakes_the_run_at_its_deadline():
+    """A failed poll before the deadline waits no longer than the deadline for its retry."""
+    with ReferenceHarness(Behaviour(run_seconds=math.inf, fail_first={"status": 100})) as ref:
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            env = machine.Env(
+                harness=HarnessClient(ref.url, None, http),
+                capabilities=ref.state.capabilities,
+                fixture_bytes=_no_fixtures,
+                backoff=30.0,
+            )
+            run = work(run_timeout=0.5, poll_interval=5)
+            started = await machine.step(run, env)
+            assert started.transition is not None
+            run = machine.advance(run, started.transition)
+            failed = await machine.step(run, env)
+            assert failed.transition is not None and failed.transition.attempts == 1
+            assert 0 < failed.wait <= 0.5
+            run = machine.advance(run, failed.transition)
+            await asyncio.sleep(failed.wait)
+            timed_out = await machine.step(run, env)
+    assert timed_out.transition is not None
+    assert timed_out.transition.to_state == "stopping" and timed_out.transition.timed_out
+    assert "its last poll failed" in (timed_out.transition.error or "")
+    assert sum(ref.counters.stops.values()) == 1

@@ -300,6 +300,33 @@ def test_timeout_without_stop_capability(engine, dev, cli):
         assert sum(ref.counters.stops.values()) == 0
 
 
+def test_the_run_timeout_bounds_a_run_whose_polls_hang(engine, dev, cli):
+    """Every GET /runs/{id} hangs: the run still ends soon after its deadline, timed out,
+    with the stop sent and the trajectory fetched once, instead of retrying its polls past
+    the deadline until it errors (worker.harness_timeout_seconds = 2 here)."""
+    from datetime import datetime
+
+    with harness(Behaviour(run_seconds=math.inf, hang_first={"status": 1000})) as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url, run_timeout=1, stop_grace=1)
+        result = cli("run", "finance@dev", "--agent", "ref@dev", "--case-id", "add", "--json")
+        assert result.code == 0, result.err
+        run = cli("runs", "show", str(result.json["run_list"][0]["id"]), "--json").json
+        assert run["state"] == "done" and run["timed_out"] is True, run
+        assert run["stop_requested_at"] is not None
+        assert sum(ref.counters.stops.values()) == 1
+        assert ref.counters.calls["trajectory"] == 1 and run["trajectory_partial"] is True
+        assert run["error"].startswith(
+            "timed out after 1 s; the harness was asked to stop but could not be polled "
+            "within the 1 s stop grace"
+        )
+        [stopping] = [e for e in run["events"] if e["to_state"] == "stopping"]
+        assert "its last poll failed" in stopping["why"]
+    deadline, finished = (datetime.fromisoformat(run[k]) for k in ("deadline_at", "finished_at"))
+    # Past the deadline: the stop, the 1 s grace, one bounded poll, the trajectory, scoring.
+    assert (finished - deadline).total_seconds() < 5, (deadline, finished)
+    assert not any(e["to_state"] == "errored" for e in run["events"])
+
+
 def test_harness_errors_are_retried_then_fail_the_run(engine, dev, cli):
     with harness(Behaviour(fail_first={"start": 2})) as ref:
         create_agent(engine, dev, "dev", "ref", ref.url)
