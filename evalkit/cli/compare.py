@@ -518,7 +518,7 @@ def _nulls(s: wire.ScoreSummary) -> str | None:
             (s.skipped, "skipped"),
             (s.errored, "errored"),
             (s.no_value, "no value"),
-            (s.failed, "run failed"),
+            (s.failed, "runs failed" if s.failed > 1 else "run failed"),
             (s.missing, "missing"),
         )
         if n

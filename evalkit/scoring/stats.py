@@ -932,9 +932,9 @@ def _check_runs(gate: Gate, comparison: wire.Comparison) -> wire.GateResult:
     count = comparison.failed_b if gate.stat.startswith("failed") else comparison.errored_b
     what = "failed" if gate.stat.startswith("failed") else "errored"
     if gate.stat in ("failed", "errored"):
-        label = f"{what} runs of experiment {comparison.b}"
+        label = f"{what} runs of experiment {comparison.b}:"
         return _verdict(gate, label, float(count))
-    label = f"share of {what} runs of experiment {comparison.b} ({count} of {comparison.runs_b})"
+    label = f"share of {what} runs of experiment {comparison.b} ({count} of {comparison.runs_b}):"
     return _verdict(gate, label, count / comparison.runs_b if comparison.runs_b else 0.0)
 
 

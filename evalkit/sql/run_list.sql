@@ -39,14 +39,15 @@ WHERE (%(experiment_id)s::bigint IS NULL OR e.id = %(experiment_id)s)
 -- in so the planner sees it): readings, mean value and mean measurement (a name is a gauge
 -- when every row of it is one). A failed run's scores are not readings (docs/scoring.md).
 SELECT r.experiment_id, s.name, bool_and(s.kind = 'gauge') AS gauge,
-       count(*) FILTER (WHERE s.skipped IS NULL
+       count(*) FILTER (WHERE s.skipped IS NULL AND r.state <> 'failed'
                           AND (s.value IS NOT NULL OR jsonb_typeof(s.raw) = 'number'))
            AS readings,
-       avg(s.value) FILTER (WHERE s.skipped IS NULL) AS mean,
+       avg(s.value) FILTER (WHERE s.skipped IS NULL AND r.state <> 'failed') AS mean,
        avg((s.raw #>> '{}')::float8)
-           FILTER (WHERE s.skipped IS NULL AND jsonb_typeof(s.raw) = 'number') AS raw_mean
+           FILTER (WHERE s.skipped IS NULL AND r.state <> 'failed'
+                     AND jsonb_typeof(s.raw) = 'number') AS raw_mean
 FROM unnest(%(experiment_ids)s::bigint[], %(rounds)s::integer[]) AS x (id, round)
-JOIN runs r ON r.experiment_id = x.id AND r.state <> 'failed'
+JOIN runs r ON r.experiment_id = x.id
 JOIN scores s ON s.run_id = r.id AND s.round = x.round
 GROUP BY r.experiment_id, s.name
 ORDER BY r.experiment_id, s.name;

@@ -754,7 +754,7 @@ def test_gates_on_failed_and_errored_runs():
         ],
     )
     assert [g.passed for g in result.gates] == [False, True, False, True, False]
-    assert result.gates[0].message == "failed runs of experiment 2 2 is not <= 0 (over by 2)"
+    assert result.gates[0].message == "failed runs of experiment 2: 2 is not <= 0 (over by 2)"
     assert result.gates[2].actual == pytest.approx(0.4)
     assert "(2 of 5)" in result.gates[2].message
 
