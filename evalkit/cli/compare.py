@@ -36,9 +36,11 @@ def experiments_scores(
 
     For each name: readings, the mean with a 95% Student t interval, and for evaluators the
     pass rate (a reading of at least 0.5 passes) with a 95% Wilson interval. Skipped and
-    errored scores are counted, never averaged. With repetitions, pass@k and pass^k (the
-    chance that at least one, or all, of k runs pass) per score and for flaky cases.
-    See docs/compare.md.
+    errored scores are counted, never averaged. Runs that failed (the agent's task raised)
+    are not judged: they are counted and listed apart, means and pass rates are over the
+    runs that answered, and "of all runs" counts the failed ones as not passing. With
+    repetitions, pass@k and pass^k (the chance that at least one, or all, of k runs pass)
+    per score and for flaky cases. See docs/compare.md.
     """
     query = urlencode([("k", n) for n in k or []])
     with Client() as client:
@@ -58,35 +60,25 @@ def print_scores(result: wire.ExperimentScores) -> None:
     say(
         f"experiment {result.experiment_id}, scoring round {result.round}: {result.runs} runs{reps}"
     )
+    print_failures(result)
     if not result.scores:
         say(
             "no scores yet (scoring has not run, or the cases select no evaluators); "
             f"see `evalkit experiments show {result.experiment_id}`"
         )
         return
-    table(
-        [
-            (
-                s.name,
-                s.kind,
-                f"{s.readings}/{s.runs}",
-                _value_ci(s.mean, s.mean_ci),
-                _rate_ci(s.pass_rate, s.pass_rate_ci) if s.kind == "evaluator" else None,
-                _raw_ci(s.raw_mean, s.raw_mean_ci),
-                _nulls(s),
-            )
-            for s in result.scores
-        ],
-        [
-            "score",
-            "kind",
-            "readings",
-            "mean (95% CI)",
-            "pass rate (95% CI)",
-            "measurement (95% CI)",
-            "no reading",
-        ],
-    )
+    columns = [
+        "score",
+        "kind",
+        "readings",
+        "mean (95% CI)",
+        "pass rate (95% CI)",
+        "measurement (95% CI)",
+        "no reading",
+    ]
+    if result.failed:
+        columns.insert(5, "of all runs")
+    table([_summary_row(s, bool(result.failed)) for s in result.scores], columns)
     if not result.ks:
         return
     say()
@@ -122,6 +114,61 @@ def print_scores(result: wire.ExperimentScores) -> None:
     )
 
 
+def _summary_row(s: wire.ScoreSummary, failures: bool) -> tuple[object, ...]:
+    evaluator = s.kind == "evaluator"
+    row: list[object] = [
+        s.name,
+        s.kind,
+        f"{s.readings}/{s.runs}",
+        _value_ci(s.mean, s.mean_ci),
+        _rate_ci(s.pass_rate, s.pass_rate_ci) if evaluator else None,
+        _raw_ci(s.raw_mean, s.raw_mean_ci),
+        _nulls(s),
+    ]
+    if failures:
+        row.insert(5, _rate_ci(s.pass_rate_all, None) if evaluator and s.failed else None)
+    return tuple(row)
+
+
+def failed_line(runs: int, failed: int, errored: int) -> str | None:
+    """``2 of 10 runs failed ...``; None when every run ended without failing."""
+    if not failed and not errored:
+        return None
+    parts = []
+    if failed:
+        parts.append(
+            f"{failed} of {runs} runs FAILED (the agent failed: not judged, so not in the "
+            'means and pass rates; "of all runs" counts them as not passing)'
+        )
+    if errored:
+        parts.append(f"{errored} of {runs} runs ERRORED (evalkit could not run them)")
+    return "; ".join(parts)
+
+
+def print_failures(result: wire.ExperimentScores) -> None:
+    line = failed_line(result.runs, result.failed, result.errored)
+    if line is None:
+        return
+    say(line)
+    _failure_table(result.failures, result.failed + result.errored)
+
+
+def _failure_table(failures: list[wire.RunFailure], total: int) -> None:
+    table(
+        [(f.run_id, f.case_id, f.repetition, f.state, _clip(f.error)) for f in failures],
+        ["run", "case", "rep", "state", "why"],
+    )
+    if total > len(failures):
+        say(f"  ... and {total - len(failures)} more (`evalkit experiments show` lists them)")
+
+
+def _clip(text: str | None, width: int = 100) -> str:
+    if not text:
+        return "-"
+    line = text.splitlines()[0]
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
 # --------------------------------------------------------------------------- compare
 
 Format = Literal["text", "markdown", "json"]
@@ -144,7 +191,9 @@ def experiments_compare(
         bool,
         Parameter(
             name="--gate-no-regressions",
-            help="Fail (exit 1) when any case passing in A fails in B, for any evaluator score.",
+            help="Fail (exit 1) when any case passing in A fails in B, for any evaluator "
+            "score, or a run of B failed (the agent failed) where A's did not; a failed or "
+            "failed_rate gate takes over the failed runs.",
         ),
     ] = False,
     fmt: Annotated[
@@ -167,10 +216,12 @@ def experiments_compare(
     Runs are paired by case (and by repetition when both experiments have repetitions).
     Per score: the mean of each side with its 95% interval, the mean difference B - A with a
     seeded paired bootstrap interval, and for evaluators the regressions (cases passing in
-    A and failing in B), improvements, and McNemar's exact test. Gates check B and make
-    the command exit 1 when one fails, naming it and by how much, for CI:
+    A and failing in B), improvements, and McNemar's exact test. Failed runs (the agent
+    failed) are not judged: each side's are counted, and a rise is flagged. Gates check B
+    and make the command exit 1 when one fails, naming it and by how much, for CI:
 
         evalkit experiments compare 12 15 --gate "accuracy>=0.8" --gate-no-regressions
+        evalkit experiments compare 12 15 --gate "accuracy>=0.8" --gate "failed_rate<=0.05"
 
     See docs/compare.md.
     """
@@ -211,6 +262,11 @@ def print_comparison(result: wire.Comparison) -> None:
         say(f"gates: {'passed' if result.passed else 'FAILED'}")
         for g in result.gates:
             say(f"  {'ok  ' if g.passed else 'FAIL'} {g.gate}: {g.message}")
+    say()
+    say(runs_line(result))
+    if result.new_failures:
+        say(f"failed in the new experiment only ({result.new_failure_count})")
+        _failure_table(result.new_failures, result.new_failure_count)
     say()
     regressions = _changes(result, "regressions")
     say(f"regressions ({len(regressions)})" if regressions else "no regressions")
@@ -275,6 +331,19 @@ def markdown(result: wire.Comparison) -> str:
             mark = "✅" if g.passed else "❌"
             out.append(f"| `{_md(g.gate)}` | {mark} {_md(g.message)} |")
         out.append("")
+    out += [_md(runs_line(result)), ""]
+    if result.new_failures:
+        out += [
+            f"### Failed in the new experiment only ({result.new_failure_count})",
+            "",
+            "| run | case | why |",
+            "|---:|---|---|",
+        ]
+        out += [
+            f"| {f.run_id} | {_md(f'{f.case_id}#{f.repetition}')} | {_md(_clip(f.error))} |"
+            for f in result.new_failures
+        ]
+        out.append("")
     regressions = _changes(result, "regressions")
     if regressions:
         out += [
@@ -329,6 +398,23 @@ def markdown(result: wire.Comparison) -> str:
 
 def _changes(result: wire.Comparison, which: str) -> list[tuple[str, wire.UnitChange]]:
     return [(s.name, c) for s in result.scores for c in getattr(s, which)]
+
+
+def runs_line(result: wire.Comparison) -> str:
+    """Each side's runs and failures, flagging a rise in failed runs."""
+    a = _side_runs(result.runs_a, result.failed_a, result.errored_a)
+    b = _side_runs(result.runs_b, result.failed_b, result.errored_b)
+    line = f"runs: baseline {a}; new {b}"
+    if result.failed_rose:
+        line += " (MORE RUNS FAILED: failed runs are not judged, and not in the scores below)"
+    return line
+
+
+def _side_runs(runs: int, failed: int, errored: int) -> str:
+    text = f"{runs}, {failed} failed"
+    if runs and failed:
+        text += f" ({failed / runs:.0%})"
+    return text + (f", {errored} errored" if errored else "")
 
 
 def _paired_text(paired_by: str) -> str:
@@ -432,6 +518,7 @@ def _nulls(s: wire.ScoreSummary) -> str | None:
             (s.skipped, "skipped"),
             (s.errored, "errored"),
             (s.no_value, "no value"),
+            (s.failed, "runs failed" if s.failed > 1 else "run failed"),
             (s.missing, "missing"),
         )
         if n

@@ -162,6 +162,9 @@ class CaseRow(Output, kw_only=True):
     case_id: str
     runs_a: int
     runs_b: int
+    failed_a: int = 0
+    """Runs of the case that failed in A (not judged: their scores are not in the means)."""
+    failed_b: int = 0
     regressions: int
     """Score names of this case that regress."""
     improvements: int

@@ -30,6 +30,13 @@ IN_FLIGHT: frozenset[str] = frozenset({"starting", "running", "stopping"})
 Driver = Literal["server", "cli", "sdk"]
 
 
+def agent_failed(harness_status: str | None, timed_out: bool) -> bool:
+    """The run ends ``failed``, not ``done``: the agent failed it (its harness reported it
+    failed, or the SDK's task raised), or the harness stopped it before it finished and
+    evalkit had not asked. Such a run has no answer to judge (docs/scoring.md)."""
+    return harness_status == "failed" or (harness_status == "stopped" and not timed_out)
+
+
 class ExperimentJudgeCreate(Input, kw_only=True):
     """The judge the SDK's process grades an experiment's rubrics with; the server's
     scoring then leaves them to it."""

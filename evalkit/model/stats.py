@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+import msgspec
+
 from evalkit.model.api import Output
 
 ScoreKind = Literal["evaluator", "gauge"]
@@ -23,6 +25,10 @@ class ScoreSummary(Output, kw_only=True):
     kind: ScoreKind
     runs: int
     """Runs of the experiment (every run counts, with or without this score)."""
+    failed: int = 0
+    """Rows of runs that failed (the agent's task raised, its harness reported the run
+    failed): not judged, never averaged, never a reading. ``pass_rate_all`` counts them
+    as not passing."""
     readings: int
     """Rows that were not skipped and have a value, or (gauges) a numeric measurement."""
     skipped: int
@@ -45,8 +51,12 @@ class ScoreSummary(Output, kw_only=True):
     passes: int | None = None
     """Readings of at least 0.5 (evaluators only; gauges measure, they do not pass)."""
     pass_rate: float | None = None
+    """Passes over the readings: the runs that produced an answer (failed runs left out)."""
     pass_rate_ci: Interval | None = None
     """Wilson score interval of the pass rate."""
+    pass_rate_all: float | None = None
+    """Passes over the readings and the failed runs: a failed run counts as not passing."""
+    pass_rate_all_ci: Interval | None = None
     raw_mean: float | None = None
     """Gauges: the mean of their numeric measurements (``raw``: seconds, tokens, USD, ...)."""
     raw_mean_ci: Interval | None = None
@@ -73,12 +83,35 @@ class CaseFlakiness(Output, kw_only=True):
     flaky: bool
 
 
+class RunFailure(Output, kw_only=True):
+    """A run that failed (the agent's task raised, its harness reported the run failed) or
+    errored (evalkit could not run it): it has no answer, so it was not judged."""
+
+    run_id: int
+    case_id: str
+    repetition: int
+    state: Literal["failed", "errored"]
+    error: str | None
+
+
+FAILURES_LISTED = 50
+"""Failed and errored runs an answer lists by name (all of them are counted)."""
+
+
 class ExperimentScores(Output, kw_only=True):
     experiment_id: int
     round: int
     """The scoring round summarized (the experiment's current one)."""
     repetitions: int
     runs: int
+    failed: int = 0
+    """Runs that ended ``failed``: the agent failed (its task raised, its harness reported
+    the run failed). Their scores are counted apart, never averaged."""
+    errored: int = 0
+    """Runs that ended ``errored``: evalkit could not run them (harness unreachable, a
+    broken contract); they have no scores."""
+    failures: list[RunFailure] = msgspec.field(default_factory=list)
+    """The first ``FAILURES_LISTED`` failed and errored runs, in run order."""
     confidence: float
     ks: list[int]
     """The k values of pass@k and pass^k (empty without repetitions)."""
@@ -154,6 +187,21 @@ class Comparison(Output, kw_only=True):
     regressions: int
     """Regressions over every evaluator score."""
     improvements: int
+    runs_a: int = 0
+    runs_b: int = 0
+    failed_a: int = 0
+    """Runs of A that failed (the agent failed; see ``ExperimentScores.failed``)."""
+    failed_b: int = 0
+    errored_a: int = 0
+    """Runs of A that errored (evalkit could not run them)."""
+    errored_b: int = 0
+    failed_rose: bool = False
+    """B's share of failed runs is above A's."""
+    new_failures: list[RunFailure] = msgspec.field(default_factory=list)
+    """Runs of B that failed where their unit (case, or case and repetition) had no failed
+    run in A (the first ``FAILURES_LISTED``; ``new_failure_count`` counts them all).
+    ``--gate-no-regressions`` counts them unless a gate names failed runs."""
+    new_failure_count: int = 0
     gates: list[GateResult]
     passed: bool
     """Every gate passed (True when no gate was given)."""

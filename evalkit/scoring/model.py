@@ -12,6 +12,14 @@ from evalkit.model.harness import Provides
 
 ScoreKind = Literal["evaluator", "gauge"]
 
+RUN_FAILED = "the run failed, so there is no answer to judge"
+"""How the ``skipped`` reason of a failed run's evaluator scores starts (docs/scoring.md)."""
+
+
+def not_judged_reason(run_id: int | str) -> str:
+    """Why an evaluator gave run ``run_id``, which the agent failed, no verdict."""
+    return f"{RUN_FAILED} (`evalkit runs show {run_id}` says why it failed)"
+
 
 class RunContext(msgspec.Struct, kw_only=True):
     """One run, ready to be scored."""

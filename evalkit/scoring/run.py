@@ -7,6 +7,11 @@ error score, never a failed job. Each evaluator's scores are stored as soon as i
 scores for the run and round is not asked again, so a replayed job (a worker died) costs
 no second judge call and changes nothing.
 
+A run the agent failed (``model.runs.agent_failed``: its task raised, its harness reported
+it failed) has no answer to judge: every evaluator it selects gets a score skipped with
+that reason instead of a verdict, and only the gauges measure it. Summaries count such
+runs as failed, never as wrong answers (``scoring/stats.py``).
+
 The judge is skipped for an SDK experiment whose process grades the rubrics itself
 (``run_experiment`` recorded its judge on the experiment); otherwise the experiment
 records which of the server's judges graded it.
@@ -29,9 +34,10 @@ from evalkit.cases.model import BUILTIN_EVALUATORS, JudgeConfig
 from evalkit.config import Settings
 from evalkit.db import Database
 from evalkit.errors import EvalkitError
+from evalkit.model.runs import agent_failed
 from evalkit.scoring import judge, remote
 from evalkit.scoring.builtins import BUILTINS, EVALUATOR_VERSION, EvaluatorError
-from evalkit.scoring.model import RunContext, ScoreItem, ScoreKind
+from evalkit.scoring.model import RunContext, ScoreItem, ScoreKind, not_judged_reason
 from evalkit.store import runs as runs_store
 from evalkit.store import scores as store
 
@@ -151,6 +157,12 @@ async def score_run(
             if await runs_store.judged_by_sdk(conn, ctx.experiment_id):
                 todo = [s for s in todo if s.key != "judge"]
     computed: list[ScoreItem] = []
+    if agent_failed(ctx.harness_status, ctx.timed_out):
+        not_judged = [_not_judged(s, ctx) for s in todo if s.kind == "evaluator"]
+        async with db.connection() as conn:
+            await store.insert_scores(conn, run_id, round_, not_judged)
+        computed.extend(not_judged)
+        todo = [s for s in todo if s.kind == "gauge"]
     limit = asyncio.Semaphore(max(concurrency, 1))
     services = _Services(db, settings, http)
 
@@ -297,6 +309,18 @@ def _remote_call(name: str, services: _Services) -> Call:
         return items
 
     return evaluate
+
+
+def _not_judged(selected: Selected, ctx: RunContext) -> ScoreItem:
+    """The score an evaluator gives a run the agent failed: skipped, saying so."""
+    return ScoreItem(
+        name=selected.score_name,
+        value=None,
+        kind=selected.kind,
+        skipped=not_judged_reason(ctx.run_id),
+        evaluator=selected.identity,
+        evaluator_version=EVALUATOR_VERSION if selected.identity.startswith("builtin:") else None,
+    )
 
 
 def _error(selected: Selected, message: str) -> ScoreItem:

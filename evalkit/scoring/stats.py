@@ -3,6 +3,12 @@
 Pure functions over score rows (no database, no I/O); ``docs/compare.md`` explains each
 statistic for users. The rules, in one place:
 
+- A run that **failed** (state ``failed``: the agent's task raised, its harness reported
+  the run failed) is not judged: its rows, whatever they hold (a "run failed" skip, or the
+  0 of an older round), are counted as ``failed`` and never read. Means and pass rates are
+  over the runs that produced an answer; ``pass_rate_all`` counts failed rows as not
+  passing. A run that **errored** (evalkit could not run it) has no rows; it is counted
+  apart from the failed ones.
 - A score row is a **reading** when it was not skipped and has a value, or (a gauge) a
   numeric measurement in ``raw``. Skipped rows, errored rows and other rows without either
   are counted (and reported) but never enter a mean or a rate; runs without a row of a
@@ -37,6 +43,8 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Literal
 
+import msgspec
+
 from evalkit.model import stats as wire
 
 if TYPE_CHECKING:
@@ -58,11 +66,19 @@ class StatsError(ValueError):
 # --------------------------------------------------------------------------- input
 
 
+FAILED = "failed"
+"""The state of a run the agent failed (its task raised, its harness reported it failed)."""
+ERRORED = "errored"
+"""The state of a run evalkit could not run (harness unreachable, a broken contract)."""
+
+
 @dataclass(frozen=True)
 class RunKey:
     run_id: int
     case_id: str
     repetition: int
+    state: str = "done"
+    error: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,33 @@ class ExperimentReadings:
     repetitions: int
     runs: list[RunKey]
     rows: list[ScoreRow] = field(default_factory=list)
+
+    def in_state(self, state: str) -> list[RunKey]:
+        return [run for run in self.runs if run.state == state]
+
+    def judged_rows(self) -> list[ScoreRow]:
+        """The rows of the runs that did not fail (what pairing and means read)."""
+        failed = {run.run_id for run in self.runs if run.state == FAILED}
+        if not failed:
+            return self.rows
+        return [row for row in self.rows if row.run_id not in failed]
+
+
+def failures(runs: Iterable[RunKey]) -> list[wire.RunFailure]:
+    """The failed and errored runs, in run order, the first ``FAILURES_LISTED``."""
+    found = [run for run in runs if run.state in (FAILED, ERRORED)]
+    found.sort(key=lambda run: run.run_id)
+    return [_failure(run) for run in found[: wire.FAILURES_LISTED]]
+
+
+def _failure(run: RunKey) -> wire.RunFailure:
+    return wire.RunFailure(
+        run_id=run.run_id,
+        case_id=run.case_id,
+        repetition=run.repetition,
+        state=FAILED if run.state == FAILED else ERRORED,
+        error=run.error,
+    )
 
 
 def passes(value: float) -> bool:
@@ -382,15 +425,21 @@ def summarize_name(
     ks: Sequence[int] = (),
     confidence: float = CONFIDENCE,
 ) -> tuple[wire.ScoreSummary, list[wire.CaseFlakiness]]:
-    """One score name of one experiment, and its per-case flakiness when ``ks`` is given."""
+    """One score name of one experiment, and its per-case flakiness when ``ks`` is given.
+    The rows of failed runs are counted as ``failed``, never read."""
     kind = _kind(rows)
+    scored_runs = {r.run_id for r in rows}
+    failed_runs = {run.run_id for run in runs if run.state == FAILED}
+    failed = sum(1 for r in rows if r.run_id in failed_runs)
+    if failed:
+        rows = [r for r in rows if r.run_id not in failed_runs]
     values = [v for r in rows if (v := r.reading) is not None]
     unread = [r for r in rows if r.skipped is None and not r.is_reading]
-    scored_runs = {r.run_id for r in rows}
     summary = wire.ScoreSummary(
         name=name,
         kind=kind,
         runs=len(runs),
+        failed=failed,
         readings=sum(1 for r in rows if r.is_reading),
         skipped=sum(1 for r in rows if r.skipped is not None),
         errored=sum(1 for r in unread if r.error),
@@ -412,6 +461,9 @@ def summarize_name(
     summary.passes = passed
     summary.pass_rate = passed / len(values) if values else None
     summary.pass_rate_ci = _interval(wilson_interval(passed, len(values), confidence))
+    judged = len(values) + failed
+    summary.pass_rate_all = passed / judged if judged else None
+    summary.pass_rate_all_ci = _interval(wilson_interval(passed, judged, confidence))
     if not ks:
         return summary, []
     case_of = {run.run_id: run.case_id for run in runs}
@@ -469,6 +521,9 @@ def summarize(
         round=data.round,
         repetitions=data.repetitions,
         runs=len(data.runs),
+        failed=len(data.in_state(FAILED)),
+        errored=len(data.in_state(ERRORED)),
+        failures=failures(data.runs),
         confidence=confidence,
         ks=chosen,
         scores=scores,
@@ -481,11 +536,30 @@ def summarize(
 Unit = tuple[str, int | None]
 
 
+def _unit(run: RunKey, by_repetition: bool) -> Unit:
+    return run.case_id, run.repetition if by_repetition else None
+
+
 def _units(data: ExperimentReadings, by_repetition: bool) -> dict[int, Unit]:
-    """Each run's unit (its case, or its case and repetition), by run id."""
-    return {
-        run.run_id: (run.case_id, run.repetition if by_repetition else None) for run in data.runs
-    }
+    """The unit (its case, or its case and repetition) of each run that did not fail, by
+    run id: a failed run's rows are never paired."""
+    return {run.run_id: _unit(run, by_repetition) for run in data.runs if run.state != FAILED}
+
+
+def new_failures(a: ExperimentReadings, b: ExperimentReadings, by_repetition: bool) -> list[RunKey]:
+    """B's failed runs whose unit ran in A without failing there, in run order."""
+    ran_a = {_unit(run, by_repetition) for run in a.runs}
+    failed_a = {_unit(run, by_repetition) for run in a.in_state(FAILED)}
+    found = [
+        run
+        for run in b.in_state(FAILED)
+        if _unit(run, by_repetition) in ran_a and _unit(run, by_repetition) not in failed_a
+    ]
+    return sorted(found, key=lambda run: run.run_id)
+
+
+def _failed_share(data: ExperimentReadings) -> float:
+    return len(data.in_state(FAILED)) / len(data.runs) if data.runs else 0.0
 
 
 def _unit_values(
@@ -551,6 +625,7 @@ def compare(
         )
     cases_a = {run.case_id for run in a.runs}
     cases_b = {run.case_id for run in b.runs}
+    newly_failed = new_failures(a, b, by_repetition)
     comparison = wire.Comparison(
         a=a.experiment_id,
         b=b.experiment_id,
@@ -565,12 +640,22 @@ def compare(
         scores=scores,
         regressions=sum(len(s.regressions) for s in scores),
         improvements=sum(len(s.improvements) for s in scores),
+        runs_a=len(a.runs),
+        runs_b=len(b.runs),
+        failed_a=len(a.in_state(FAILED)),
+        failed_b=len(b.in_state(FAILED)),
+        errored_a=len(a.in_state(ERRORED)),
+        errored_b=len(b.in_state(ERRORED)),
+        failed_rose=_failed_share(b) > _failed_share(a),
+        new_failures=[_failure(run) for run in newly_failed[: wire.FAILURES_LISTED]],
+        new_failure_count=len(newly_failed),
         gates=[],
         passed=True,
     )
-    results = [check_gate(gate, comparison) for gate in gates]
+    allowed = failures_gated(gates)
+    results = [check_gate(gate, comparison, failures_allowed=allowed) for gate in gates]
     if no_regressions:
-        results.append(check_no_regressions(comparison))
+        results.append(check_no_regressions(comparison, failures_allowed=allowed))
     comparison.gates = results
     comparison.passed = all(r.passed for r in results)
     return comparison
@@ -658,7 +743,18 @@ def _compare_name(
 # --------------------------------------------------------------------------- gates
 
 Operator = Literal[">=", ">", "<=", "<", "=="]
-Stat = Literal["mean", "pass_rate", "diff", "raw_mean", "raw_diff"]
+Stat = Literal[
+    "mean",
+    "pass_rate",
+    "pass_rate_all",
+    "diff",
+    "raw_mean",
+    "raw_diff",
+    "failed",
+    "failed_rate",
+    "errored",
+    "errored_rate",
+]
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": lambda x, t: x >= t - _EPS,
@@ -667,21 +763,43 @@ OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<": lambda x, t: x < t - _EPS,
     "==": lambda x, t: abs(x - t) <= _EPS,
 }
-STATS: tuple[Stat, ...] = ("mean", "pass_rate", "diff", "raw_mean", "raw_diff")
+STATS: tuple[Stat, ...] = ("mean", "pass_rate", "pass_rate_all", "diff", "raw_mean", "raw_diff")
+RUN_STATS: tuple[Stat, ...] = ("failed", "failed_rate", "errored", "errored_rate")
+"""Gates on experiment B's runs rather than on a score: written alone (``failed<=0``)."""
+FAILURE_STATS: tuple[Stat, ...] = ("failed", "failed_rate")
 _STAT_TEXT = {
     "mean": "mean",
     "pass_rate": "pass rate",
+    "pass_rate_all": "pass rate of all runs (failed runs as not passing)",
     "diff": "mean difference (B - A)",
     "raw_mean": "mean measurement",
     "raw_diff": "measurement difference (B - A)",
+    "failed": "failed runs",
+    "failed_rate": "share of failed runs",
+    "errored": "errored runs",
+    "errored_rate": "share of errored runs",
+}
+_RANGES: dict[str, tuple[float, float]] = {
+    "mean": (0, 1),
+    "pass_rate": (0, 1),
+    "pass_rate_all": (0, 1),
+    "diff": (-1, 1),
+    "failed_rate": (0, 1),
+    "errored_rate": (0, 1),
 }
 _OPERATOR_RE = re.compile(r"(>=|<=|==|!=|=>|=<|>|<|=)")
 _MISTYPED = {"=>": ">=", "=<": "<=", "=": "=="}
-_FORM = "write a gate as SCORE[.STAT] OP NUMBER, e.g. accuracy>=0.8 or judge.pass_rate>=0.9"
+_FORM = (
+    "write a gate as SCORE[.STAT] OP NUMBER, e.g. accuracy>=0.8 or judge.pass_rate>=0.9, "
+    "or on the runs, failed<=0 or failed_rate<=0.05"
+)
 GATE_HELP = (
-    "SCORE[.STAT] OP NUMBER: STAT is mean (the default), pass_rate, diff (mean of B - A "
-    "over paired cases), raw_mean or raw_diff (a gauge's measurement: seconds, tokens, "
-    "...); OP is >=, >, <=, < or ==."
+    "SCORE[.STAT] OP NUMBER: STAT is mean (the default), pass_rate (over the runs that "
+    "answered), pass_rate_all (failed runs count as not passing), diff (mean of B - A over "
+    "paired cases), raw_mean or raw_diff (a gauge's measurement: seconds, tokens, ...); "
+    "or a gate on B's runs: failed, failed_rate, errored or errored_rate. OP is >=, >, <=, "
+    "< or ==. While runs of B failed, a gate on a score fails too, unless a failed or "
+    "failed_rate gate says how many may fail."
 )
 
 
@@ -689,14 +807,26 @@ GATE_HELP = (
 class Gate:
     text: str
     name: str
+    """The score gated; empty for a gate on the runs (``failed<=0``)."""
     stat: Stat
     operator: Operator
     threshold: float
 
+    @property
+    def on_runs(self) -> bool:
+        return self.stat in RUN_STATS
+
+
+def failures_gated(gates: Iterable[Gate]) -> bool:
+    """Some gate says how many runs of B may fail (``failed`` or ``failed_rate``): the
+    score gates then read the runs that answered, and leave the failed ones to it."""
+    return any(gate.stat in FAILURE_STATS for gate in gates)
+
 
 def parse_gate(text: str) -> Gate:
     """``accuracy>=0.8``, ``judge.pass_rate>0.9``, ``latency.raw_mean<=30``,
-    ``accuracy.diff>=-0.05``; StatsError naming the problem otherwise."""
+    ``accuracy.diff>=-0.05``, ``failed<=0``, ``failed_rate<=0.05``; StatsError naming the
+    problem otherwise."""
     shown = text.strip()
     found = list(_OPERATOR_RE.finditer(shown))
     if not found:
@@ -712,6 +842,27 @@ def parse_gate(text: str) -> Gate:
             "use one of >=, >, <=, <, =="
         )
     left, right = shown[: match.start()].strip(), shown[match.end() :].strip()
+    name, stat = _gated(shown, left)
+    threshold = _threshold(shown, right)
+    bounds = _RANGES.get(stat)
+    if bounds is not None and not bounds[0] <= threshold <= bounds[1]:
+        low, high = (f"{bound:g}" for bound in bounds)
+        raise StatsError(
+            f"gate {shown!r}: a {_STAT_TEXT[stat]} lies from {low} to {high}, "
+            f"so {threshold:g} can never be met the way you mean; "
+            + ("write rates as fractions " if stat in RUN_STATS else "scores are fractions ")
+            + "(0.8, not 80)"
+        )
+    if stat in ("failed", "errored") and threshold < 0:
+        raise StatsError(f"gate {shown!r}: a count of runs is never below 0")
+    return Gate(shown, name, stat, operator, threshold)  # type: ignore[arg-type]
+
+
+def _gated(shown: str, left: str) -> tuple[str, Stat]:
+    """(score name, stat) of a gate's left side; ("", stat) for a gate on the runs. A score
+    named like a run stat is gated with its stat written out (``failed.mean``)."""
+    if left in RUN_STATS:
+        return "", left  # type: ignore[return-value]
     name, stat = left, "mean"
     for candidate in STATS:
         if left.endswith("." + candidate):
@@ -719,6 +870,10 @@ def parse_gate(text: str) -> Gate:
             break
     if not name:
         raise StatsError(f"gate {shown!r} names no score; {_FORM}")
+    return name, stat  # type: ignore[return-value]
+
+
+def _threshold(shown: str, right: str) -> float:
     if right.endswith("%"):
         raise StatsError(f"gate {shown!r}: write rates as fractions (0.8 for 80%)")
     try:
@@ -729,44 +884,92 @@ def parse_gate(text: str) -> Gate:
         ) from None
     if not math.isfinite(threshold):
         raise StatsError(f"gate {shown!r}: the threshold must be a finite number")
-    low, high = {"mean": (0, 1), "pass_rate": (0, 1), "diff": (-1, 1)}.get(stat, (None, None))
-    if low is not None and not low <= threshold <= high:
-        raise StatsError(
-            f"gate {shown!r}: a {_STAT_TEXT[stat]} lies from {low} to {high}, "
-            f"so {threshold:g} can never be met the way you mean; scores are fractions "
-            "(0.8, not 80)"
-        )
-    return Gate(shown, name, stat, operator, threshold)  # type: ignore[arg-type]
+    return threshold
 
 
 def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def check_gate(gate: Gate, comparison: wire.Comparison) -> wire.GateResult:
+def _verdict(gate: Gate, label: str, actual: float) -> wire.GateResult:
+    """A gate's result once its value is known: passed, or by how much it missed."""
+    if OPERATORS[gate.operator](actual, gate.threshold):
+        message = f"{label} {_fmt(actual)} {gate.operator} {_fmt(gate.threshold)}"
+        return _result(gate, True, message, actual)
+    gap = abs(actual - gate.threshold)
+    if gate.operator in (">=", ">"):
+        by = f"short by {_fmt(gap)}" if gap > _EPS else "equal to it, and the gate needs more"
+    elif gate.operator in ("<=", "<"):
+        by = f"over by {_fmt(gap)}" if gap > _EPS else "equal to it, and the gate needs less"
+    else:
+        by = f"off by {_fmt(gap)}"
+    message = f"{label} {_fmt(actual)} is not {gate.operator} {_fmt(gate.threshold)} ({by})"
+    return _result(gate, False, message, actual)
+
+
+def _result(gate: Gate, passed: bool, message: str, actual: float | None = None) -> wire.GateResult:
+    return wire.GateResult(
+        gate=gate.text, passed=passed, actual=actual, threshold=gate.threshold, message=message
+    )
+
+
+def check_gate(
+    gate: Gate, comparison: wire.Comparison, *, failures_allowed: bool = False
+) -> wire.GateResult:
     """A gate on experiment B (or, for ``diff`` and ``raw_diff``, on B - A over the paired
-    units)."""
+    units; for ``failed`` and the like, on B's runs). A gate on a score also fails while
+    runs of B that it would judge failed, unless ``failures_allowed`` (a failed gate was
+    given)."""
+    if gate.on_runs:
+        return _check_runs(gate, comparison)
+    result, score = _check_score(gate, comparison)
+    if score is None or score.b is None or gate.stat == "pass_rate_all" or failures_allowed:
+        return result
+    return _with_failures(result, score.b.failed, comparison.b, score.name)
 
-    def fail(message: str, actual: float | None = None) -> wire.GateResult:
-        return wire.GateResult(
-            gate=gate.text,
-            passed=False,
-            actual=actual,
-            threshold=gate.threshold,
-            message=message,
-        )
 
+def _check_runs(gate: Gate, comparison: wire.Comparison) -> wire.GateResult:
+    count = comparison.failed_b if gate.stat.startswith("failed") else comparison.errored_b
+    what = "failed" if gate.stat.startswith("failed") else "errored"
+    if gate.stat in ("failed", "errored"):
+        label = f"{what} runs of experiment {comparison.b}:"
+        return _verdict(gate, label, float(count))
+    label = f"share of {what} runs of experiment {comparison.b} ({count} of {comparison.runs_b}):"
+    return _verdict(gate, label, count / comparison.runs_b if comparison.runs_b else 0.0)
+
+
+def _with_failures(
+    result: wire.GateResult, failed: int, experiment: int, name: str
+) -> wire.GateResult:
+    """A score gate's result once B's failed runs are known: it fails when any did."""
+    if not failed:
+        return result
+    runs = "run" if failed == 1 else "runs"
+    note = (
+        f"{failed} {runs} of experiment {experiment} failed and were not judged by {name} "
+        '(allow some with --gate "failed<=N", or gate '
+        f"{name}.pass_rate_all to count them as not passing)"
+    )
+    message = f"{result.message}; but {note}" if result.passed else f"{result.message}; {note}"
+    return msgspec.structs.replace(result, passed=False, message=message)
+
+
+def _check_score(
+    gate: Gate, comparison: wire.Comparison
+) -> tuple[wire.GateResult, wire.ScoreComparison | None]:
     score = next((s for s in comparison.scores if s.name == gate.name), None)
     differences = gate.stat in ("diff", "raw_diff")
     if score is None or (not differences and score.b is None):
         names = sorted(s.name for s in comparison.scores if s.b is not None)
         known = f"its scores are {', '.join(names)}" if names else "it has no scores"
-        return fail(f"experiment {comparison.b} has no score named {gate.name!r} ({known})")
-    if gate.stat == "pass_rate" and score.kind == "gauge":
-        return fail(
+        message = f"experiment {comparison.b} has no score named {gate.name!r} ({known})"
+        return _result(gate, False, message), None
+    if gate.stat in ("pass_rate", "pass_rate_all") and score.kind == "gauge":
+        message = (
             f"{gate.name} is a gauge: it measures and has no pass rate; "
             f"gate {gate.name}.raw_mean (or its mean)"
         )
+        return _result(gate, False, message), None
     if differences:
         actual = score.mean_diff if gate.stat == "diff" else score.raw_diff
         count = score.paired if gate.stat == "diff" else score.raw_paired
@@ -780,50 +983,55 @@ def check_gate(gate: Gate, comparison: wire.Comparison) -> wire.GateResult:
         hint = ""
         if gate.stat in ("mean", "diff") and score.b is not None and score.b.raw_readings:
             hint = f"; {gate.name} holds measurements: gate {gate.name}.raw_mean or .raw_diff"
-        return fail(f"{label} has no readings {where}{hint}")
-    if OPERATORS[gate.operator](actual, gate.threshold):
-        return wire.GateResult(
-            gate=gate.text,
-            passed=True,
-            actual=actual,
-            threshold=gate.threshold,
-            message=f"{label} {_fmt(actual)} {gate.operator} {_fmt(gate.threshold)}",
-        )
-    gap = abs(actual - gate.threshold)
-    if gate.operator in (">=", ">"):
-        by = f"short by {_fmt(gap)}" if gap > _EPS else "equal to it, and the gate needs more"
-    elif gate.operator in ("<=", "<"):
-        by = f"over by {_fmt(gap)}" if gap > _EPS else "equal to it, and the gate needs less"
-    else:
-        by = f"off by {_fmt(gap)}"
-    return fail(
-        f"{label} {_fmt(actual)} is not {gate.operator} {_fmt(gate.threshold)} ({by})",
-        actual,
-    )
+        return _result(gate, False, f"{label} has no readings {where}{hint}"), score
+    return _verdict(gate, label, actual), score
 
 
-def check_no_regressions(comparison: wire.Comparison) -> wire.GateResult:
-    """Fails when any paired unit passes in A and fails in B, for any evaluator score."""
+def check_no_regressions(
+    comparison: wire.Comparison, *, failures_allowed: bool = False
+) -> wire.GateResult:
+    """Fails when any paired unit passes in A and fails in B, for any evaluator score; and,
+    unless ``failures_allowed`` (a failed gate was given), when a run of B failed whose
+    unit ran in A without failing."""
     evaluators = [s for s in comparison.scores if s.kind == "evaluator"]
     parts = []
     for score in evaluators:
         if score.regressions:
             cases = [unit_text(c) for c in score.regressions[:5]]
-            more = f", +{len(score.regressions) - 5} more" if len(score.regressions) > 5 else ""
-            parts.append(f"{score.name} {len(score.regressions)} ({', '.join(cases)}{more})")
+            parts.append(
+                f"{score.name} {len(score.regressions)} ({_few(cases, score.regressions)})"
+            )
     total = comparison.regressions
+    failed = 0 if failures_allowed else comparison.new_failure_count
     if total == 0:
         message = f"no regressions across {len(evaluators)} evaluator scores"
     else:
         noun = "regression" if total == 1 else "regressions"
         message = f"{total} {noun}: {'; '.join(parts)}"
+    if failed:
+        shown = [failure_text(f) for f in comparison.new_failures[:5]]
+        runs = "run" if failed == 1 else "runs"
+        message += (
+            f"; {failed} {runs} of experiment {comparison.b} failed where "
+            f"experiment {comparison.a} did not ({_few(shown, range(failed))})"
+        )
     return wire.GateResult(
         gate="no regressions",
-        passed=total == 0,
-        actual=float(total),
+        passed=total == 0 and failed == 0,
+        actual=float(total + failed),
         threshold=0.0,
         message=message,
     )
+
+
+def _few(shown: list[str], every: Sequence[object]) -> str:
+    more = f", +{len(every) - len(shown)} more" if len(every) > len(shown) else ""
+    return ", ".join(shown) + more
+
+
+def failure_text(failure: wire.RunFailure) -> str:
+    """``case#repetition`` of a failed run, with its run id."""
+    return f"{failure.case_id}#{failure.repetition} (run {failure.run_id})"
 
 
 def unit_text(change: wire.UnitChange) -> str:

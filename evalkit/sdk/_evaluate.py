@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from evalkit.model import runs as wire
+from evalkit.model.runs import agent_failed
 from evalkit.model.sdk import (
     ExperimentCases,
     PythonScore,
@@ -30,7 +31,7 @@ from evalkit.model.sdk import (
     TrajectoryRefetched,
 )
 from evalkit.runs.local import ServerError
-from evalkit.sdk._evaluators import PythonEvaluator, check_evaluators, score_run
+from evalkit.sdk._evaluators import PythonEvaluator, check_evaluators, not_judged, score_run
 from evalkit.sdk._link import SdkLink, login
 from evalkit.sdk._model import EvalRun, ExperimentResult, SdkError
 from evalkit.sdk._progress import say
@@ -167,6 +168,15 @@ async def _score(
     content = contents.get(run.case_id)
     if content is None:
         return
+    block = content.get("evaluators")
+    judged = judge is not None and isinstance(block, dict) and block.get("judge") is not None
+    if agent_failed(run.harness_status, run.timed_out):
+        skipped = not_judged(evaluators, content, run.id, judge=judged)
+        if skipped:
+            await link.post_json(
+                f"/api/runs/{run_id}/scores", PythonScores(scores=skipped, round=round_)
+            )
+        return
     answer = run.answer
     if answer is None and run.output is not None:
         answer = msgspec.json.encode(run.output, order="sorted").decode()
@@ -183,8 +193,7 @@ async def _score(
     scores: list[PythonScore] = (
         await score_run(evaluators, run.case_id, content, evaluated) if evaluators else []
     )
-    block = content.get("evaluators")
-    if judge is not None and isinstance(block, dict) and block.get("judge") is not None:
+    if judged:
         scores += await judge.grade(
             run_id=run.id,
             experiment_id=run.experiment_id,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.model.sdk import PythonScore
+from evalkit.scoring.model import not_judged_reason
 from evalkit.sdk._model import EvalCase, EvalRun, ScoreItem, ScoreKind, SdkError
 
 log = logging.getLogger("evalkit.sdk")
@@ -120,6 +121,33 @@ async def score_run(
         seen.add(score.name)
         unique.append(score)
     return unique
+
+
+def not_judged(
+    evaluators: Sequence[PythonEvaluator],
+    content: dict[str, Any],
+    run_id: int,
+    *,
+    judge: bool = False,
+) -> list[PythonScore]:
+    """The scores of a run the agent failed (its task raised): every Python evaluator the
+    case selects, and the judge when this process grades its rubric (``judge``), skipped
+    with that reason, uncalled; the statistics count the run as failed (docs/scoring.md)."""
+    reason = not_judged_reason(run_id)
+    scores = [_score(e, e.name, None, skipped=reason) for e, _ in selected(evaluators, content)]
+    if judge:
+        from evalkit.scoring import judge as server_judge
+
+        scores.append(
+            PythonScore(
+                evaluator="judge",
+                identity="judge",
+                name=server_judge.SCORE_NAME,
+                value=None,
+                skipped=reason,
+            )
+        )
+    return scores
 
 
 async def _one(chosen: PythonEvaluator, case: EvalCase, run: EvalRun) -> list[PythonScore]:

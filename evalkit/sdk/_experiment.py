@@ -31,13 +31,19 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from evalkit.model import runs as wire
-from evalkit.model.runs import RunWork, TrajectoryRecord
+from evalkit.model.runs import RunWork, TrajectoryRecord, agent_failed
 from evalkit.model.sdk import ExperimentCases, PythonScore, PythonScores
 from evalkit.runs import machine
 from evalkit.sdk import tracing
 from evalkit.sdk._batch import StepBatcher
 from evalkit.sdk._binding import Binding, bind, normalize
-from evalkit.sdk._evaluators import PythonEvaluator, check_evaluators, score_run, selected
+from evalkit.sdk._evaluators import (
+    PythonEvaluator,
+    check_evaluators,
+    not_judged,
+    score_run,
+    selected,
+)
 from evalkit.sdk._fixtures import FixtureCache
 from evalkit.sdk._link import SdkLink, load_project_or_none, login
 from evalkit.sdk._model import (
@@ -488,9 +494,11 @@ class _Runner:
         scores: list[PythonScore] = []
         model = (result.model if result else None) or self.model
         valid = valid_trajectory(trajectory)
-        if self._needs_scoring(run.case_id):
+        if error is not None:
+            scores = self._not_judged(run.case_id, run.run_id)
+        elif self._needs_scoring(run.case_id):
             scores = await self._scores(run.run_id, run, answer, output, valid, model)
-        if self._needs_judge(run.case_id):
+        if error is None and self._needs_judge(run.case_id):
             # Stored with the step to scoring, in one transaction.
             scores += await self._judged(run, answer, output, valid, model)
         await self.batcher.send(run.run_id, [collecting, scoring], scores)
@@ -516,6 +524,11 @@ class _Runner:
     def _scored_here(self, case_id: str) -> bool:
         """This process gives the run scores: Python evaluators, or the judge."""
         return self._needs_scoring(case_id) or self._needs_judge(case_id)
+
+    def _not_judged(self, case_id: str, run_id: int) -> list[PythonScore]:
+        """A run whose task raised: its Python evaluators and the judge skip it, uncalled."""
+        content = self.cases.get(case_id) or {}
+        return not_judged(self.evaluators, content, run_id, judge=self._needs_judge(case_id))
 
     def _needs_scoring(self, case_id: str) -> bool:
         content = self.cases.get(case_id)
@@ -581,10 +594,13 @@ class _Runner:
         trajectory = run.trajectory if run.trajectory_valid else None
         model = (given.model if given else None) or self.model
         scores: list[PythonScore] = []
-        if self._needs_scoring(run.case_id):
-            scores = await self._scores(run_id, run, run.answer, run.output, trajectory, model)
-        if self._needs_judge(run.case_id):
-            scores += await self._judged(run, run.answer, run.output, trajectory, model)
+        if agent_failed(run.harness_status, run.timed_out):
+            scores = self._not_judged(run.case_id, run_id)
+        else:
+            if self._needs_scoring(run.case_id):
+                scores = await self._scores(run_id, run, run.answer, run.output, trajectory, model)
+            if self._needs_judge(run.case_id):
+                scores += await self._judged(run, run.answer, run.output, trajectory, model)
         if scores:
             await self.link.post_json(f"/api/runs/{run_id}/scores", PythonScores(scores=scores))
         self.scored.add(run_id)

@@ -117,7 +117,11 @@ class ExperimentResult:
         for score in self.scores:
             mean = score.get("mean")
             shown = "-" if mean is None else f"{mean:.3f}"
-            lines.append(f"  {score['name']}: mean {shown} over {score.get('readings', 0)} runs")
+            failed = score.get("failed") or 0
+            note = f" ({failed} failed, not judged)" if failed else ""
+            lines.append(
+                f"  {score['name']}: mean {shown} over {score.get('readings', 0)} runs{note}"
+            )
         return "\n".join(lines)
 
 

@@ -37,14 +37,15 @@ WHERE (%(experiment_id)s::bigint IS NULL OR e.id = %(experiment_id)s)
 -- name: score_means_for_experiments :many
 -- Per experiment and score name of the given round (each experiment's current one, passed
 -- in so the planner sees it): readings, mean value and mean measurement (a name is a gauge
--- when every row of it is one).
+-- when every row of it is one). A failed run's scores are not readings (docs/scoring.md).
 SELECT r.experiment_id, s.name, bool_and(s.kind = 'gauge') AS gauge,
-       count(*) FILTER (WHERE s.skipped IS NULL
+       count(*) FILTER (WHERE s.skipped IS NULL AND r.state <> 'failed'
                           AND (s.value IS NOT NULL OR jsonb_typeof(s.raw) = 'number'))
            AS readings,
-       avg(s.value) FILTER (WHERE s.skipped IS NULL) AS mean,
+       avg(s.value) FILTER (WHERE s.skipped IS NULL AND r.state <> 'failed') AS mean,
        avg((s.raw #>> '{}')::float8)
-           FILTER (WHERE s.skipped IS NULL AND jsonb_typeof(s.raw) = 'number') AS raw_mean
+           FILTER (WHERE s.skipped IS NULL AND r.state <> 'failed'
+                     AND jsonb_typeof(s.raw) = 'number') AS raw_mean
 FROM unnest(%(experiment_ids)s::bigint[], %(rounds)s::integer[]) AS x (id, round)
 JOIN runs r ON r.experiment_id = x.id
 JOIN scores s ON s.run_id = r.id AND s.round = x.round
@@ -58,8 +59,12 @@ SELECT COALESCE(max(id), 0) AS id FROM scores;
 
 -- name: score_version_get :one
 -- What changes whenever a score of an experiment's round is added (scores are only ever
--- inserted): how many scores the round has and the newest one's id.
-SELECT count(*) AS n, COALESCE(max(s.id), 0) AS last_id
+-- inserted): how many scores the round has and the newest one's id; and how many runs
+-- ended failed or errored (their scores are read apart, and a run ends after its scores).
+SELECT count(*) AS n, COALESCE(max(s.id), 0) AS last_id,
+       (SELECT count(*) FROM runs f
+        WHERE f.experiment_id = %(experiment_id)s
+          AND f.state IN ('failed', 'errored')) AS unanswered
 FROM runs r
 JOIN scores s ON s.run_id = r.id AND s.round = %(round)s
 WHERE r.experiment_id = %(experiment_id)s;
@@ -150,12 +155,12 @@ ORDER BY tag;
 
 -- name: score_histograms :many
 -- Per evaluator score name of an experiment's round: its values counted in ten equal bins
--- of [0, 1] (a value of 1 falls in the last).
+-- of [0, 1] (a value of 1 falls in the last); failed runs are not judged, so not counted.
 SELECT s.name, LEAST(width_bucket(s.value, 0, 1, 10), 10) AS bin, count(*) AS n
 FROM runs r
 JOIN scores s ON s.run_id = r.id AND s.round = %(round)s
-WHERE r.experiment_id = %(experiment_id)s AND s.kind = 'evaluator' AND s.skipped IS NULL
-  AND s.value IS NOT NULL
+WHERE r.experiment_id = %(experiment_id)s AND r.state <> 'failed' AND s.kind = 'evaluator'
+  AND s.skipped IS NULL AND s.value IS NOT NULL
 GROUP BY s.name, bin
 ORDER BY s.name, bin;
 
@@ -202,19 +207,22 @@ ORDER BY b.measure, bin;
 -- name: case_compare_table :many
 -- Experiments a and b case by case: every case either ran, its runs on each side, and per
 -- evaluator score name of each one's round (passed in, so the planner sees it) the mean of
--- the case's values on both sides (null where a side has none).
+-- the case's values on both sides (null where a side has none; failed runs are not judged);
+-- and each side's failed runs of the case.
 WITH per_a AS (
     SELECT r.case_id, s.name, avg(s.value) AS v
     FROM runs r
     JOIN scores s ON s.run_id = r.id AND s.round = %(round_a)s
-    WHERE r.experiment_id = %(a)s AND s.kind = 'evaluator' AND s.skipped IS NULL
+    WHERE r.experiment_id = %(a)s AND r.state <> 'failed' AND s.kind = 'evaluator'
+      AND s.skipped IS NULL
       AND s.value IS NOT NULL
     GROUP BY r.case_id, s.name
 ), per_b AS (
     SELECT r.case_id, s.name, avg(s.value) AS v
     FROM runs r
     JOIN scores s ON s.run_id = r.id AND s.round = %(round_b)s
-    WHERE r.experiment_id = %(b)s AND s.kind = 'evaluator' AND s.skipped IS NULL
+    WHERE r.experiment_id = %(b)s AND r.state <> 'failed' AND s.kind = 'evaluator'
+      AND s.skipped IS NULL
       AND s.value IS NOT NULL
     GROUP BY r.case_id, s.name
 ), pairs AS (
@@ -224,16 +232,18 @@ WITH per_a AS (
     FULL JOIN per_b pb ON pb.case_id = pa.case_id AND pb.name = pa.name
 ), counted AS (
     SELECT case_id, count(*) FILTER (WHERE experiment_id = %(a)s) AS runs_a,
-           count(*) FILTER (WHERE experiment_id = %(b)s) AS runs_b
+           count(*) FILTER (WHERE experiment_id = %(b)s) AS runs_b,
+           count(*) FILTER (WHERE experiment_id = %(a)s AND state = 'failed') AS failed_a,
+           count(*) FILTER (WHERE experiment_id = %(b)s AND state = 'failed') AS failed_b
     FROM runs
     WHERE experiment_id IN (%(a)s, %(b)s)
     GROUP BY case_id
 )
-SELECT c.case_id, c.runs_a, c.runs_b,
+SELECT c.case_id, c.runs_a, c.runs_b, c.failed_a, c.failed_b,
        COALESCE(jsonb_agg(jsonb_build_object('name', p.name, 'a', p.a, 'b', p.b)
                           ORDER BY p.name) FILTER (WHERE p.name IS NOT NULL),
                 '[]'::jsonb) AS scores
 FROM counted c
 LEFT JOIN pairs p ON p.case_id = c.case_id
-GROUP BY c.case_id, c.runs_a, c.runs_b
+GROUP BY c.case_id, c.runs_a, c.runs_b, c.failed_a, c.failed_b
 ORDER BY c.case_id;

@@ -111,9 +111,12 @@ ORDER BY g.round DESC;
 
 -- name: scores_totals_by_round :many
 -- Per score name in each round of an experiment: how many runs, the mean value (checks) or
--- the mean measurement (gauges), and how many were skipped or errors.
-SELECT s.round, s.name, s.kind, count(*) AS runs, avg(s.value) AS mean,
-       avg((s.raw #>> '{}')::float8) FILTER (WHERE jsonb_typeof(s.raw) = 'number') AS raw_mean,
+-- the mean measurement (gauges) of the runs that did not fail (a failed run is not judged),
+-- and how many were skipped or errors.
+SELECT s.round, s.name, s.kind, count(*) AS runs,
+       avg(s.value) FILTER (WHERE r.state <> 'failed') AS mean,
+       avg((s.raw #>> '{}')::float8)
+           FILTER (WHERE jsonb_typeof(s.raw) = 'number' AND r.state <> 'failed') AS raw_mean,
        count(*) FILTER (WHERE s.skipped IS NOT NULL) AS skipped,
        count(*) FILTER (WHERE s.error IS NOT NULL) AS errors
 FROM scores s

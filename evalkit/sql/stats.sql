@@ -5,8 +5,10 @@ FROM experiments e
 WHERE e.id = %(experiment_id)s;
 
 -- name: run_keys_for_experiment :many
--- Every run of an experiment: its case and repetition.
-SELECT r.id AS run_id, r.case_id, r.repetition
+-- Every run of an experiment: its case and repetition, its state (a failed run is not
+-- judged; an errored one was never run) and, for those, why.
+SELECT r.id AS run_id, r.case_id, r.repetition, r.state,
+       CASE WHEN r.state IN ('failed', 'errored') THEN r.error END AS error
 FROM runs r
 WHERE r.experiment_id = %(experiment_id)s
 ORDER BY r.id;

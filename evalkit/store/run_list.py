@@ -39,7 +39,7 @@ class RunFilter:
 # --------------------------------------------------------------------------- experiments
 
 
-MeansKept = OrderedDict[tuple[int, int, int], list[wire.ScoreMean]]
+MeansKept = OrderedDict[tuple[int, int, int, int], list[wire.ScoreMean]]
 """Score means by (experiment, round, the newest score id anywhere), newest last."""
 MEANS_KEPT = 1000
 
@@ -117,12 +117,13 @@ async def _means(
     """Each experiment's means of its current round; those in ``kept`` under the same
     newest score id are not read again (no score was added anywhere since)."""
     found: dict[int, list[wire.ScoreMean]] = {}
-    keys: dict[int, tuple[int, int, int]] = {}
+    keys: dict[int, tuple[int, int, int, int]] = {}
     wanted = rows
     if kept is not None:
         newest = await conn.one("score_newest_id")
         for r in rows:
-            keys[r["id"]] = (r["id"], r["scoring_round"], newest["id"] if newest else 0)
+            failed = (r["by_state"] or {}).get("failed", 0)
+            keys[r["id"]] = (r["id"], r["scoring_round"], newest["id"] if newest else 0, failed)
         found = {r["id"]: kept[keys[r["id"]]] for r in rows if keys[r["id"]] in kept}
         wanted = [r for r in rows if r["id"] not in found]
     if wanted:
@@ -155,10 +156,13 @@ async def _means(
 
 
 async def score_version(conn: Conn, experiment: wire.ExperimentBrief) -> str:
-    """``round:count:newest id`` of the current round's scores (they are insert-only)."""
+    """``round:count:newest id:unanswered`` of the current round's scores (they are
+    insert-only) and the runs that ended failed or errored."""
     round_ = experiment.scoring_round
     row = await conn.one("score_version_get", experiment_id=experiment.id, round=round_)
-    return f"{round_}:{row['n']}:{row['last_id']}" if row else f"{round_}:0:0"
+    if row is None:
+        return f"{round_}:0:0:0"
+    return f"{round_}:{row['n']}:{row['last_id']}:{row['unanswered']}"
 
 
 # --------------------------------------------------------------------------- runs
@@ -315,6 +319,8 @@ async def case_table(conn: Conn, a: wire.ExperimentBrief, b: wire.ExperimentBrie
                 case_id=r["case_id"],
                 runs_a=r["runs_a"],
                 runs_b=r["runs_b"],
+                failed_a=r["failed_a"],
+                failed_b=r["failed_b"],
                 regressions=sum(s.change == "regression" for s in scores),
                 improvements=sum(s.change == "improvement" for s in scores),
                 scores=scores,

@@ -19,14 +19,15 @@ async def _scoring_of(conn: Conn, experiment_id: int) -> Row:
     return experiment
 
 
-async def readings_version(conn: Conn, experiment_id: int) -> tuple[int, int, int]:
-    """What changes whenever :func:`experiment_readings` would: the scoring round, and how
+async def readings_version(conn: Conn, experiment_id: int) -> tuple[int, int, int, int]:
+    """What changes whenever :func:`experiment_readings` would: the scoring round, how
     many scores the round has and the newest one's id (scores are only ever inserted, and
-    an experiment's runs are all made with it)."""
+    an experiment's runs are all made with it), and how many runs ended failed or errored
+    (a run ends after its scores are stored)."""
     experiment = await _scoring_of(conn, experiment_id)
     round_ = experiment["scoring_round"]
     row = await conn.one("score_version_get", experiment_id=experiment_id, round=round_)
-    return (round_, row["n"], row["last_id"]) if row else (round_, 0, 0)
+    return (round_, row["n"], row["last_id"], row["unanswered"]) if row else (round_, 0, 0, 0)
 
 
 async def experiment_readings(conn: Conn, experiment_id: int) -> ExperimentReadings:
@@ -48,7 +49,9 @@ async def experiment_readings(conn: Conn, experiment_id: int) -> ExperimentReadi
         experiment_id=experiment_id,
         round=round_,
         repetitions=experiment["repetitions"],
-        runs=[RunKey(k["run_id"], k["case_id"], k["repetition"]) for k in keys],
+        runs=[
+            RunKey(k["run_id"], k["case_id"], k["repetition"], k["state"], k["error"]) for k in keys
+        ],
         rows=scores,
     )
 

@@ -457,3 +457,70 @@ def test_evaluators_of_the_agents_workspace_run_side_by_side_four_at_a_time(
     for name in names:
         assert found[name]["value"] == 1.0 and found[name]["evaluator"] == f"remote:{name}"
     assert found["exact_match"]["value"] == 1.0
+
+
+def test_a_failed_run_is_not_judged_and_reads_as_failed(engine, dev, cli):
+    """The harness fails every run: its checks are skipped ("the run failed"), not 0; the
+    summary counts the runs as failed; compare shows them; gates fail on them."""
+    with harness() as ref, harness(Behaviour(fail_runs=True)) as failing:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        create_agent(engine, dev, "dev", "failing", failing.url)
+        a = run_experiment(cli, "finance")
+        crashed = cli("run", "finance@dev", "--agent", "failing@dev", "--json")
+        assert crashed.code == 1 and crashed.json["by_state"] == {"failed": 2}
+    b = crashed.json
+    runs = runs_by_case(b)
+    scores = scores_of(engine, dev, runs["add"])
+    assert set(scores) == set(CHECKS) | set(GAUGES)
+    for name in CHECKS:
+        assert scores[name]["value"] is None, scores[name]
+        assert scores[name]["skipped"] == (
+            "the run failed, so there is no answer to judge "
+            f"(`evalkit runs show {runs['add']}` says why it failed)"
+        )
+    for name in GAUGES:  # measured, or skipped for their own reason: never "run failed"
+        assert "the run failed" not in (scores[name]["skipped"] or "")
+    shown = cli("runs", "show", str(runs["add"]))
+    assert "skipped" in shown.out and "the run failed, so there is no answer" in shown.out
+
+    summary = cli("experiments", "scores", str(b["id"]), "--json").json
+    assert (summary["runs"], summary["failed"], summary["errored"]) == (2, 2, 0)
+    assert {f["case_id"] for f in summary["failures"]} == {"add", "mul"}
+    assert all("fails every run" in f["error"] for f in summary["failures"])
+    exact = {s["name"]: s for s in summary["scores"]}["exact_match"]
+    assert (exact["readings"], exact["failed"], exact["skipped"]) == (0, 2, 0)
+    assert exact["pass_rate"] is None and exact["pass_rate_all"] == 0.0
+    text = cli("experiments", "scores", str(b["id"])).out
+    assert "2 of 2 runs FAILED (the agent failed: not judged" in text
+    assert "fails every run" in text and "2 runs failed" in text
+
+    compared = cli("experiments", "compare", str(a["id"]), str(b["id"]))
+    assert compared.code == 0, compared.err  # no gate given
+    assert "runs: baseline 2, 0 failed; new 2, 2 failed (100%) (MORE RUNS FAILED" in compared.out
+    assert "failed in the new experiment only (2)" in compared.out
+    assert "no regressions" in compared.out  # a crash is not a wrong answer
+    md = cli("experiments", "compare", str(a["id"]), str(b["id"]), "--format", "markdown")
+    assert "### Failed in the new experiment only (2)" in md.out
+
+    def gate(*gates: str, new: int = b["id"], old: int = a["id"]):
+        args = [f"--gate={g}" for g in gates]
+        return cli("experiments", "compare", str(old), str(new), *args, "--json")
+
+    on_failed = gate("failed<=0")
+    assert on_failed.code == 1
+    [result] = on_failed.json["gates"]
+    assert result["message"] == f"failed runs of experiment {b['id']}: 2 is not <= 0 (over by 2)"
+    on_score = gate("exact_match.pass_rate>=0.5")
+    assert on_score.code == 1
+    assert "2 runs of experiment" in on_score.json["gates"][0]["message"]
+    assert gate("failed_rate<=1", "contains.pass_rate_all<=0").code == 0
+    regressions = cli("experiments", "compare", str(a["id"]), str(b["id"]), "--gate-no-regressions")
+    assert regressions.code == 1 and "failed where experiment" in regressions.out
+    # The other way round, the failed runs are the baseline's: B (the honest one) passes.
+    assert gate("failed<=0", "exact_match.pass_rate>=0.5", new=a["id"], old=b["id"]).code == 0
+
+    # A new round scores the failed runs the same way.
+    again = cli("evaluate", str(b["id"]), "--json")
+    assert again.code == 0, again.err
+    rescored = scores_of(engine, dev, runs["mul"], 2)
+    assert rescored["exact_match"]["skipped"].startswith("the run failed")

@@ -9,7 +9,15 @@ import pytest
 
 from evalkit.cli.sync import sync
 from evalkit.runs.local import ServerError
-from evalkit.sdk import RunResult, SdkError, arun_experiment, run_experiment
+from evalkit.sdk import (
+    EvalCase,
+    EvalRun,
+    RunResult,
+    SdkError,
+    arun_experiment,
+    evaluator,
+    run_experiment,
+)
 from tests.integration import sdk_helpers
 from tests.integration.datasets_helpers import admin_api
 
@@ -191,6 +199,68 @@ def test_a_task_that_raises_fails_its_run_and_the_rest_go_on(dev, capsys):
     assert run["case_id"] == "mul" and run["harness_status"] == "failed"
     assert run["error"] == "ValueError: the agent gave up" and run["answer"] is None
     assert "failed: ValueError: the agent gave up" in capsys.readouterr().err
+
+
+def test_runs_whose_task_raised_read_as_failed_not_wrong(cli, dev):
+    """The task raises on mul: that run is not judged (no 0), the summary counts it as
+    failed, the pass rate is over the two that answered, compare and gates show it."""
+    dev.suite(custom="tally: {}")
+    dev.agent()
+    called: list[str] = []
+
+    @evaluator(name="tally")
+    def tally(case: EvalCase, run: EvalRun) -> float:
+        called.append(case.id)
+        return 1.0
+
+    def task(input: dict) -> str:
+        if "6 * 7" in input["question"]:
+            raise ValueError("the agent gave up")
+        return ANSWERS[input["question"]]
+
+    clean = run_experiment(
+        dataset="finance",
+        agent="mine",
+        task=lambda input: ANSWERS[input["question"]],
+        evaluators=[tally],
+        progress=False,
+    )
+    called.clear()
+    result = run_experiment(
+        dataset="finance", agent="mine", task=task, evaluators=[tally], progress=False
+    )
+    assert result.by_state == {"done": 2, "failed": 1} and sorted(called) == ["add", "sub"]
+    [failed] = [r for r in result.runs if r["state"] == "failed"]
+    scores = dev.scores(failed["id"])
+    for name in ("exact_match", "tally"):
+        assert scores[name]["value"] is None, scores[name]
+        assert scores[name]["skipped"].startswith("the run failed, so there is no answer")
+    exact = {s["name"]: s for s in result.scores}["exact_match"]
+    assert (exact["readings"], exact["failed"], exact["mean"]) == (2, 1, 1.0)
+    assert exact["pass_rate"] == 1.0 and exact["pass_rate_all"] == pytest.approx(2 / 3)
+    assert "exact_match: mean 1.000 over 2 runs (1 failed, not judged)" in str(result)
+
+    shown = cli("experiments", "scores", str(result.id))
+    assert "1 of 3 runs FAILED" in shown.out and "ValueError: the agent gave up" in shown.out
+    compared = cli("experiments", "compare", str(clean.id), str(result.id), "--json")
+    assert compared.code == 0
+    assert (compared.json["failed_a"], compared.json["failed_b"]) == (0, 1)
+    assert compared.json["failed_rose"] is True
+    [new] = compared.json["new_failures"]
+    assert new["case_id"] == "mul" and new["error"] == "ValueError: the agent gave up"
+    gated = cli("experiments", "compare", str(clean.id), str(result.id), "--gate", "failed<=0")
+    assert gated.code == 1 and "FAIL failed<=0" in gated.out
+    allowed = cli(
+        "experiments",
+        "compare",
+        str(clean.id),
+        str(result.id),
+        "--gate",
+        "exact_match.pass_rate>=1",
+        "--gate",
+        "failed_rate<=0.34",
+    )
+    assert allowed.code == 0, allowed.out
 
 
 def test_a_task_returning_something_else_fails_its_run(dev):

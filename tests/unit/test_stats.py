@@ -27,14 +27,17 @@ def experiment(
     skipped: set[tuple[str, int, str]] = frozenset(),
     errored: set[tuple[str, int, str]] = frozenset(),
     raw: dict[tuple[str, int, str], object] | None = None,
+    states: dict[tuple[str, int], str] | None = None,
 ) -> ExperimentReadings:
-    """Runs keyed by (case, repetition) with {score name: value} each; run ids are unique
-    across experiments so a mix-up would show."""
+    """Runs keyed by (case, repetition) with {score name: value} each, in state ``done``
+    unless ``states`` says otherwise; run ids are unique across experiments so a mix-up
+    would show."""
     runs, rows = [], []
     keys = list(values) + list(extra_runs)
     for index, (case_id, rep) in enumerate(keys):
         run_id = experiment_id * 1000 + index
-        runs.append(RunKey(run_id, case_id, rep))
+        state = (states or {}).get((case_id, rep), "done")
+        runs.append(RunKey(run_id, case_id, rep, state, f"{state} {case_id}"))
         for name, value in values.get((case_id, rep), {}).items():
             key = (case_id, rep, name)
             rows.append(
@@ -670,3 +673,128 @@ def test_gauges_that_give_only_a_measurement():
         "latency mean has no readings in experiment 2; "
         "latency holds measurements: gate latency.raw_mean or .raw_diff"
     )
+
+
+# --------------------------------------------------------------------------- failed runs
+
+
+def crashing(experiment_id: int = 2, *, failed: tuple[str, ...] = ("q3", "q4")):
+    """Four cases; those in ``failed`` ended ``failed`` with the 0 an older round gave them
+    (the rule goes by the run's state, whatever the rows hold), q5 errored (no rows)."""
+    values = {(f"q{i}", 1): {"acc": 1.0 if f"q{i}" not in failed else 0.0} for i in range(1, 5)}
+    return experiment(
+        experiment_id,
+        values,
+        extra_runs=[("q5", 1)],
+        states={**{(c, 1): "failed" for c in failed}, ("q5", 1): "errored"},
+    )
+
+
+def test_failed_runs_are_counted_apart_and_never_averaged():
+    summary = stats.summarize(crashing())
+    assert (summary.runs, summary.failed, summary.errored) == (5, 2, 1)
+    assert [(f.case_id, f.state, f.error) for f in summary.failures] == [
+        ("q3", "failed", "failed q3"),
+        ("q4", "failed", "failed q4"),
+        ("q5", "errored", "errored q5"),
+    ]
+    [acc] = summary.scores
+    assert (acc.readings, acc.failed, acc.missing, acc.skipped) == (2, 2, 1, 0)
+    assert acc.mean == 1.0 and acc.pass_rate == 1.0  # not dragged down by the crashes
+    assert acc.pass_rate_all == 0.5  # of all judged-or-failed runs: a crash is not a pass
+    low, high = stats.wilson_interval(2, 4)
+    assert acc.pass_rate_all_ci is not None
+    assert (acc.pass_rate_all_ci.low, acc.pass_rate_all_ci.high) == (low, high)
+    counted = acc.readings + acc.skipped + acc.errored + acc.no_value + acc.failed + acc.missing
+    assert counted == acc.runs
+
+
+def test_a_run_failed_skip_is_failed_not_skipped():
+    data = crashing(failed=())
+    data.runs[0] = RunKey(data.runs[0].run_id, "q1", 1, "failed")
+    data.rows[0] = ScoreRow(data.rows[0].run_id, "acc", None, skipped="the run failed, ...")
+    [acc] = stats.summarize(data).scores
+    assert (acc.failed, acc.skipped, acc.readings) == (1, 0, 3)
+    assert acc.pass_rate == 1.0 and acc.pass_rate_all == 0.75
+
+
+def test_no_failed_runs_no_change():
+    [acc] = stats.summarize(one_score([1.0, 0.0])).scores
+    assert acc.failed == 0 and acc.pass_rate_all == acc.pass_rate == 0.5
+
+
+def test_compare_shows_failed_runs_per_side_and_new_failures():
+    a = crashing(1, failed=("q4",))
+    b = crashing(2, failed=("q3", "q4"))
+    result = stats.compare(a, b)
+    assert (result.runs_a, result.failed_a, result.errored_a) == (5, 1, 1)
+    assert (result.runs_b, result.failed_b, result.errored_b) == (5, 2, 1)
+    assert result.failed_rose is True
+    # q3 answered (and passed) in A and failed in B: a new failure, not a regression.
+    assert [f.case_id for f in result.new_failures] == ["q3"] and result.new_failure_count == 1
+    [acc] = result.scores
+    assert acc.regressions == [] and acc.paired == 2 and acc.only_a == 1
+    assert acc.mean_diff == 0.0
+    assert stats.compare(b, a).failed_rose is False
+
+
+def test_gates_on_failed_and_errored_runs():
+    result = stats.compare(
+        crashing(1, failed=()),
+        crashing(2),
+        gates=[
+            stats.parse_gate(g)
+            for g in (
+                "failed<=0",
+                "failed<=2",
+                "failed_rate<=0.3",
+                "errored==1",
+                "errored_rate<0.1",
+            )
+        ],
+    )
+    assert [g.passed for g in result.gates] == [False, True, False, True, False]
+    assert result.gates[0].message == "failed runs of experiment 2: 2 is not <= 0 (over by 2)"
+    assert result.gates[2].actual == pytest.approx(0.4)
+    assert "(2 of 5)" in result.gates[2].message
+
+
+def test_a_score_gate_fails_while_runs_failed_unless_a_failed_gate_allows_them():
+    a, b = crashing(1, failed=()), crashing(2)
+    [alone] = stats.compare(a, b, gates=[stats.parse_gate("acc.pass_rate>=0.9")]).gates
+    assert alone.passed is False and alone.actual == 1.0
+    assert alone.message.startswith("acc pass rate 1 >= 0.9; but 2 runs of experiment 2 failed")
+    assert "failed<=N" in alone.message and "acc.pass_rate_all" in alone.message
+    allowed = stats.compare(
+        a, b, gates=[stats.parse_gate(g) for g in ("acc.pass_rate>=0.9", "failed<=2")]
+    )
+    assert [g.passed for g in allowed.gates] == [True, True] and allowed.passed
+    [of_all] = stats.compare(a, b, gates=[stats.parse_gate("acc.pass_rate_all>=0.9")]).gates
+    assert of_all.passed is False and of_all.actual == 0.5
+    assert of_all.message.startswith("acc pass rate of all runs (failed runs as not passing) 0.5")
+    assert "failed and were not judged" not in of_all.message
+    [fine] = stats.compare(a, a, gates=[stats.parse_gate("acc.pass_rate>=0.9")]).gates
+    assert fine.passed and fine.message == "acc pass rate 1 >= 0.9"
+
+
+def test_no_regressions_counts_new_failures_unless_a_failed_gate_is_given():
+    a, b = crashing(1, failed=()), crashing(2)
+    [gate] = stats.compare(a, b, no_regressions=True).gates
+    assert gate.passed is False and gate.actual == 2.0
+    assert gate.message == (
+        "no regressions across 1 evaluator scores; 2 runs of experiment 2 failed where "
+        "experiment 1 did not (q3#1 (run 2002), q4#1 (run 2003))"
+    )
+    allowed = stats.compare(a, b, gates=[stats.parse_gate("failed_rate<=0.5")], no_regressions=True)
+    assert allowed.passed is True
+
+
+def test_run_gates_parse():
+    gate = stats.parse_gate(" failed_rate <= 0.05 ")
+    assert (gate.name, gate.stat, gate.threshold, gate.on_runs) == ("", "failed_rate", 0.05, True)
+    assert stats.parse_gate("failed.mean>=0.5").name == "failed"  # a score named failed
+    assert stats.parse_gate("acc.pass_rate_all>=0.5").stat == "pass_rate_all"
+    with pytest.raises(StatsError, match="never below 0"):
+        stats.parse_gate("failed<=-1")
+    with pytest.raises(StatsError, match=r"lies from 0 to 1.*rates as fractions"):
+        stats.parse_gate("failed_rate<=5")

@@ -315,6 +315,36 @@ def test_experiment_pages_render(seeded):
         assert missing.status_code == 404 and "no experiment 999999" in missing.text
 
 
+def test_failed_runs_show_as_failed_not_as_wrong(seeded):
+    """A harness that fails every run, as its own agents (no other test counts them): the
+    experiment page says how many runs failed and keeps them out of the means;
+    the compare page shows each side's failed runs and the new ones."""
+    server, token = seeded.server, seeded.token
+    with harness() as ref, harness(Behaviour(fail_runs=True)) as failing:
+        create_agent(server, token, "dev", "steady", ref.url)
+        create_agent(server, token, "dev", "crashing", failing.url)
+        a = start(server, token, dataset="finance@dev", agent="steady@dev")
+        b = start(server, token, dataset="finance@dev", agent="crashing@dev")
+    listed = seeded.api("/api/experiment-list", agent="crashing@dev").json()["experiments"]
+    means = {m["name"]: m for m in listed[0]["scores"]}
+    assert means["exact_match"]["readings"] == 0 and means["exact_match"]["mean"] is None
+    with logged_in(server) as web:
+        page = settled(web, f"/experiments/{b}").text
+        assert "3 of 3 runs failed</strong>" in page and 'href="?state=failed#runs"' in page
+        assert "<th>Of all runs</th>" in page and "3 runs failed" in page
+        assert "Distribution of exact_match" not in page  # no judged run to draw
+        clean = settled(web, f"/experiments/{a}").text
+        assert 'id="failed-runs"' not in clean and "<th>Of all runs</th>" not in clean
+        compared = settled(web, f"/experiments/{a}/compare/{b}").text
+        assert 'id="failed-runs" class="warn"' in compared
+        assert "A <strong>0 of 3</strong>" in compared and ">3 of 3</strong>" in compared
+        assert "more of B's runs failed than A's" in compared
+        assert "Failed in B only (3)" in compared and "fails every run" in compared
+        assert "0/1 failed" in compared  # the cases table, per case
+        swapped = settled(web, f"/experiments/{b}/compare/{a}").text
+        assert 'id="failed-runs" class="warn"' not in swapped
+
+
 def settled(web: httpx.Client, path: str, **params) -> httpx.Response:
     """The page once its statistics are in: a page that is still computing them says so,
     asks the browser to reload (Refresh: 2), and is asked again here."""
