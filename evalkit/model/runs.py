@@ -33,7 +33,8 @@ Driver = Literal["server", "cli", "sdk"]
 def agent_failed(harness_status: str | None, timed_out: bool) -> bool:
     """The run ends ``failed``, not ``done``: the agent failed it (its harness reported it
     failed, or the SDK's task raised), or the harness stopped it before it finished and
-    evalkit had not asked. Such a run has no answer to judge (docs/scoring.md)."""
+    evalkit had not asked. Such a run has no answer to judge (docs/scoring.md). The state
+    machine ends a run by this rule, and scoring skips the run's evaluators by it."""
     return harness_status == "failed" or (harness_status == "stopped" and not timed_out)
 
 

@@ -40,7 +40,7 @@ from evalkit.model.harness import (
     RunStart,
     RunStatus,
 )
-from evalkit.model.runs import RunState, RunWork, TrajectoryRecord, Transition
+from evalkit.model.runs import RunState, RunWork, TrajectoryRecord, Transition, agent_failed
 
 ALLOWED: dict[str, frozenset[str]] = {
     "queued": frozenset({"starting", "errored"}),
@@ -352,13 +352,13 @@ async def _score(work: RunWork, env: Env) -> Step:
     if env.score is None:
         return Step(None, handoff=True)
     await env.score(work)  # evaluator errors are recorded on the scores, never raised
-    if work.harness_status == "failed":
-        return Step(transition(work, "failed"))
-    if work.harness_status == "stopped" and not work.timed_out:
+    if not agent_failed(work.harness_status, work.timed_out):
+        return Step(transition(work, "done"))
+    if work.harness_status == "stopped":
         return Step(
             transition(work, "failed", error="the harness stopped the run before it finished")
         )
-    return Step(transition(work, "done"))
+    return Step(transition(work, "failed"))
 
 
 # --------------------------------------------------------------------------- helpers
