@@ -424,9 +424,42 @@ def runs_show(
     suffix = "?trajectory=1" if trajectory else ""
     with Client() as client:
         r = client.get(f"/api/runs/{run_id}{suffix}", type=wire.Run)
-    if json:
-        emit_json(r)
-        return 0
+        if json:
+            emit_json(r)
+            return 0
+        _show_run(client, r)
+    # ---- scores, every round (evalkit/cli/scores.py)
+    from evalkit.cli.scores import print_run_scores
+
+    print_run_scores(r.id)
+    return 0
+
+
+def _no_spans(client: Client, r: wire.Run) -> tuple[str, list[str]] | None:
+    """Why a traced run has no trajectory, and what to check, when no span of its session
+    reached its agent: its session id looked up in every agent."""
+    from urllib.parse import quote
+
+    import msgspec
+
+    from evalkit.model.otel import TraceSession
+    from evalkit.model.run_list import ExperimentBrief
+    from evalkit.otel.missing import awaited_spans, no_spans
+
+    if not awaited_spans(r):
+        return None
+    brief = client.get(f"/api/experiments/{r.experiment_id}/brief?scores=0", ExperimentBrief)
+    answer = client.http.get(f"/api/traces/{quote(r.session_id or '', safe='')}")
+    found: list[TraceSession] = []
+    if answer.status_code == 200:
+        found = msgspec.json.decode(answer.content, type=list[TraceSession])
+    elif answer.status_code != 404:
+        raise CliError(client.explain(answer))
+    missing = no_spans(r, brief.agent, found)
+    return None if missing is None else (missing.summary, missing.checks)
+
+
+def _show_run(client: Client, r: wire.Run) -> None:
     say(
         f"run {r.id} of experiment {r.experiment_id}: "
         f"case {r.case_id} v{r.case_version} #{r.repetition}"
@@ -440,8 +473,15 @@ def runs_show(
     say(f"  answer: {r.answer if r.answer is not None else '-'}")
     if r.output is not None:
         say(f"  output: {r.output}")
+    missing = _no_spans(client, r)
     if r.trajectory_valid is None:
         say("  trajectory: none")
+    elif missing is not None:
+        summary, checks = missing
+        say(f"  trajectory ({r.trajectory_source}): none, {summary}")
+        say("    check:")
+        for line in checks:
+            say(f"    - {line}")
     else:
         state = "valid" if r.trajectory_valid else "INVALID"
         say(
@@ -454,8 +494,3 @@ def runs_show(
             if value not in (None, [], {}):
                 say(f"    {key}: {value}")
     _print_events(r.events)
-    # ---- scores, every round (evalkit/cli/scores.py)
-    from evalkit.cli.scores import print_run_scores
-
-    print_run_scores(r.id)
-    return 0

@@ -75,6 +75,8 @@ class Endpoint:
     tags: list[str] = field(default_factory=list)
     max_body: int = MAX_JSON_BODY
     """The largest JSON body this endpoint reads (413 above it)."""
+    agent_tokens: bool = False
+    """Agent tokens are taken too (the collector's routes); every other route refuses them."""
     refusals: tuple[int, ...] = ()
     """Statuses this endpoint may answer besides the success and those any endpoint of its
     kind may (``REFUSALS``); the OpenAPI document lists them all."""
@@ -102,7 +104,7 @@ class Endpoint:
             if not self.public:
                 await authenticate(call)
                 access.require_authenticated(call.actor)
-                if call.actor.agent_id is not None:
+                if call.actor.agent_id is not None and not self.agent_tokens:
                     access.require_user(call.actor)  # agent tokens: the collector only
             result = await self.handler(call)
             if isinstance(result, Response):  # bytes, streamed: the handler built it

@@ -35,6 +35,16 @@ class AgentTokenCreated(Output):
     info: AgentToken
 
 
+class CollectorTarget(Output):
+    """The agent the collector stores spans for, given these credentials (an agent token,
+    or a login with ``X-Evalkit-Agent``): what ``tracing.register`` checks before a run."""
+
+    agent: str
+    """``name@workspace``."""
+    session_names: list[str]
+    """The attribute names the agent's active mapping reads the session id from."""
+
+
 class TraceSession(Output):
     agent: str
     workspace: str

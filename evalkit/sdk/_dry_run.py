@@ -22,6 +22,7 @@ from evalkit.sdk._evaluators import PythonEvaluator, score_run
 from evalkit.sdk._fixtures import FixtureCache
 from evalkit.sdk._link import SdkLink
 from evalkit.sdk._model import DryRunCase, EvalRun, RunResult, ScoreItem, SdkError
+from evalkit.sdk._progress import Waiting
 
 QUIET_SECONDS = 1.0
 """A session counts as settled when no span arrived for this long."""
@@ -39,8 +40,10 @@ async def dry_run_cases(
     case_ids: list[str] | None,
     split: str | None,
     model: str | None,
+    progress: bool = True,
 ) -> list[DryRunCase]:
     agent_name, agent_ws = await link.ref(agent, "agent")
+    tracing.require_agent(f"{agent_name}@{agent_ws}")
     found: Agent = await link.get(f"/api/workspaces/{agent_ws}/agents/{agent_name}", Agent)
     if found.kind != "code":
         raise SdkError(
@@ -66,7 +69,7 @@ async def dry_run_cases(
         elif tracing.is_registered() or case.session_id != case.own_session:
             if mapping is None:
                 mapping = await _mapping(link, agent_name, agent_ws)
-            await _read_session(link, case, found, mapping)
+            await _read_session(link, case, found, mapping, progress=progress)
         else:
             case.trajectory_error = (
                 "nothing traces this process (tracing.register) and the task returned no trajectory"
@@ -196,7 +199,12 @@ async def _mapping(link: SdkLink, name: str, ws: str) -> dict[str, Any] | None:
 
 
 async def _read_session(
-    link: SdkLink, case: DryRunCase, agent: Agent, mapping: dict[str, Any] | None
+    link: SdkLink,
+    case: DryRunCase,
+    agent: Agent,
+    mapping: dict[str, Any] | None,
+    *,
+    progress: bool = True,
 ) -> None:
     """Wait for the session's spans to settle, then build its trajectory as the server's
     settle job would (same builder, the agent's active mapping)."""
@@ -206,11 +214,15 @@ async def _read_session(
     if tracing.is_registered():
         await asyncio.to_thread(tracing.flush)
     path = f"/api/workspaces/{agent.workspace}/agents/{agent.name}/sessions/{case.session_id}"
-    deadline = time.monotonic() + max(agent.trajectory_wait, QUIET_SECONDS * 2)
+    limit = max(agent.trajectory_wait, QUIET_SECONDS * 2)
+    deadline = time.monotonic() + limit
     detail: TraceSessionDetail | None = None
     last = None
     quiet_since = time.monotonic()
+    waiting = Waiting(enabled=progress)
+    what = f"spans of session {case.session_id} (case {case.case_id})"
     while time.monotonic() < deadline:
+        waiting.update(what, limit=limit)
         try:
             detail = await link.get(path, TraceSessionDetail)
         except Exception:
@@ -221,6 +233,7 @@ async def _read_session(
         elif detail is not None and time.monotonic() - quiet_since >= QUIET_SECONDS:
             break
         await asyncio.sleep(0.25)
+    waiting.close("no spans arrived" if detail is None else f"{last} spans arrived")
     if detail is None:
         case.trajectory_error = (
             f"no span of session {case.session_id} reached the server within "

@@ -53,7 +53,7 @@ from evalkit.sdk._model import (
     RunResult,
     SdkError,
 )
-from evalkit.sdk._progress import Progress, say
+from evalkit.sdk._progress import Progress, Waiting, runs_text, say
 
 if TYPE_CHECKING:
     from evalkit.sdk._judge import SdkJudge
@@ -153,6 +153,7 @@ async def arun_experiment(
                 case_ids=list(case_ids) if case_ids else None,
                 split=split,
                 model=model,
+                progress=progress,
             )
         import httpx
 
@@ -174,6 +175,7 @@ async def arun_experiment(
             assert dataset is not None and agent is not None
             dataset_ref = await _dataset_ref(link, dataset, workspace)
             name, ws = await link.ref(agent, "agent")
+            tracing.require_agent(f"{name}@{ws}")  # before an experiment is created
             # Recorded on the experiment: the server leaves the rubrics to this process.
             sdk_judge = await load_judge(link, judge, http)
             body = wire.ExperimentCreate(
@@ -326,7 +328,7 @@ class _Runner:
                 "has no `model` parameter, so the agent runs with its own default; add "
                 "`model` to the task's parameters and pass it on"
             )
-        self._check_tracing(experiment.agent)
+        tracing.require_agent(experiment.agent)
         if self.evaluators or self.judge is not None:
             answer = await self.link.get(f"/api/experiments/{experiment.id}/cases", ExperimentCases)
             self.cases = {c.case_id: c.content for c in answer.cases}
@@ -351,15 +353,6 @@ class _Runner:
         if len(self.failures) > 10:
             say(f"... and {len(self.failures) - 10} more failed runs")
         return await self._finish(timeout)
-
-    def _check_tracing(self, agent: str) -> None:
-        registration = tracing._registered
-        if registration is not None and "@" in registration.agent and registration.agent != agent:
-            raise SdkError(
-                f"tracing is registered for agent {registration.agent}, but this experiment "
-                f"runs agent {agent}: its spans would land in the other agent's sessions; "
-                "register tracing for the agent you run"
-            )
 
     # ----------------------------------------------------------------------- one run
 
@@ -608,6 +601,20 @@ class _Runner:
     # ----------------------------------------------------------------------- the end
 
     async def _finish(self, timeout: float | None) -> ExperimentResult:
+        waiting = Waiting(enabled=self.show_progress)
+        try:
+            detail = await self._wait_for_server(timeout, waiting)
+        except BaseException:
+            waiting.close("stopped")
+            raise
+        waiting.close(f"experiment {detail.id}: finished")
+        return await self._result(detail)
+
+    async def _wait_for_server(
+        self, timeout: float | None, shown: Waiting
+    ) -> wire.ExperimentDetail:
+        """Poll the experiment until the server finished it, scoring here each traced run
+        this process grades once its trajectory is attached; say what it waits for."""
         experiment_id = self.experiment.id
         deadline = None if timeout is None else time.monotonic() + timeout
         polls = 0
@@ -631,7 +638,8 @@ class _Runner:
                 continue
             waiting = [r for r in self.awaiting if r not in self.scored]
             if detail.status == "finished" and not waiting:
-                break
+                return detail
+            shown.update(_waiting_for(detail))
             if deadline is not None and time.monotonic() > deadline:
                 raise SdkError(
                     f"experiment {experiment_id} did not finish within {timeout:g} s "
@@ -650,6 +658,9 @@ class _Runner:
                 quiet_since = time.monotonic()
             await asyncio.sleep(POLL_SECONDS[min(polls, len(POLL_SECONDS) - 1)])
             polls += 1
+
+    async def _result(self, detail: wire.ExperimentDetail) -> ExperimentResult:
+        experiment_id = detail.id
         scores = await self.link.get(f"/api/experiments/{experiment_id}/scores")
         return ExperimentResult(
             id=experiment_id,
@@ -660,3 +671,19 @@ class _Runner:
             runs=[msgspec.to_builtins(r) for r in detail.run_list],
             experiment=msgspec.to_builtins(detail),
         )
+
+
+def _waiting_for(detail: wire.ExperimentDetail) -> str | None:
+    """What the server still does with the experiment's runs: ``spans of 3 runs (run 12,
+    13, 14)`` (traced runs in collecting, their session settling), and scoring."""
+    collecting = [r.id for r in detail.run_list if r.state == "collecting"]
+    scoring = [r.id for r in detail.run_list if r.state == "scoring"]
+    parts = []
+    if collecting:
+        parts.append(f"spans of {runs_text(collecting)}")
+    if scoring:
+        parts.append(f"the server to score {runs_text(scoring)}")
+    if not parts:
+        live = {k: v for k, v in detail.by_state.items() if k not in ("done", "failed", "errored")}
+        return f"the server to finish the experiment ({live})" if live else None
+    return "; ".join(parts)

@@ -1,4 +1,5 @@
-"""A progress bar on stderr (a line per tenth when stderr is not a terminal)."""
+"""Progress on stderr: a bar over the runs (a line per tenth when stderr is not a terminal),
+and what the SDK waits for once the runs are handed to the server."""
 
 from __future__ import annotations
 
@@ -65,3 +66,63 @@ class Progress:
 
 def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
+
+
+class Waiting:
+    """What the SDK waits for, and for how long, on stderr: a status line redrawn in place on
+    a terminal; when stderr is piped, a plain line at most every ``every`` seconds. A wait
+    over within ``grace`` seconds shows nothing."""
+
+    def __init__(self, *, enabled: bool = True, every: float = 5.0, grace: float = 2.0) -> None:
+        self.enabled = enabled
+        self.every = every
+        self.grace = grace
+        self._started = time.monotonic()
+        self._status: Any = None
+        self._last_line: float | None = None
+        self._shown = False
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+    def update(self, what: str | None, *, limit: float | None = None) -> None:
+        """Say the SDK is waiting for ``what`` ("spans of 2 runs (run 12, 13)"); ``limit``:
+        the longest it waits, when it is bounded. Call it on every poll."""
+        elapsed = self.elapsed
+        if not self.enabled or not what or elapsed < self.grace:
+            return
+        bound = f" of at most {limit:.0f} s" if limit is not None else ""
+        text = f"waiting for {what}: {elapsed:.0f} s{bound}"
+        self._shown = True
+        if sys.stderr.isatty():
+            if self._status is None:
+                from rich.console import Console
+
+                self._status = Console(stderr=True).status(text)
+                self._status.start()
+            else:
+                self._status.update(text)
+            return
+        now = time.monotonic()
+        if self._last_line is None or now - self._last_line >= self.every:
+            self._last_line = now
+            say(text)
+
+    def close(self, outcome: str = "done") -> None:
+        """End the wait; once something was shown, say how it ended and after how long."""
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+        if self._shown:
+            say(f"{outcome} after {self.elapsed:.0f} s of waiting")
+            self._shown = False
+
+
+def runs_text(run_ids: list[int], shown: int = 5) -> str:
+    """``3 runs (run 12, 13, 14)``; past ``shown`` ids, ``and N more``."""
+    ids = sorted(run_ids)
+    listed = ", ".join(str(i) for i in ids[:shown])
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    noun = "run" if len(ids) == 1 else "runs"
+    return f"{len(ids)} {noun} (run {listed}{more})"

@@ -34,9 +34,11 @@ __all__ = ["eval_run", "is_registered", "register", "unregister"]
 OTEL_TOKEN_ENV = "EVALKIT_OTEL_TOKEN"
 SERVER_URL_ENV = "EVALKIT_SERVER_URL"
 TRACES_PATH = "/api/otel/v1/traces"
+CHECK_PATH = "/api/otel/check"
+"""Answers as an export with the same credentials would, and names the agent."""
 RUN_SPAN = "evalkit.run"
 DEFAULT_SESSION_NAMES = ("session.id", "gen_ai.conversation.id")
-"""Stamped when the agent's mapping cannot be read (an agent token reads no mapping)."""
+"""Stamped when nothing is registered (``eval_run`` in a process that does not export)."""
 _INSTALL = "pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http"
 
 
@@ -45,7 +47,7 @@ class _Registration:
     provider: Any
     processor: Any
     agent: str
-    """``name@workspace``, or the bare name an agent token was given."""
+    """``name@workspace``, as the server named it when register checked the token."""
     session_names: tuple[str, ...]
     tracer: Any
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -91,7 +93,13 @@ def register(
     ``server_url``, else the server of your last ``evalkit login``. The token is
     ``token``, else ``EVALKIT_OTEL_TOKEN`` (an agent token: ``evalkit tokens create --agent
     NAME@WS``), else your CLI login. ``agent`` is
-    ``NAME@WORKSPACE``, or a bare name in your personal workspace.
+    ``NAME@WORKSPACE``, or a bare name in your personal workspace (with an agent token: the
+    token's agent).
+
+    The server is asked first, with the exporter's own credentials, which agent it would
+    store the spans for: a token it refuses (expired, revoked, of another agent, without
+    write access to the agent's workspace) or an agent it does not have raises
+    :class:`SdkError` with the reason here, not an exporter that drops every span later.
     """
     global _registered
     _, trace = _otel()
@@ -104,8 +112,8 @@ def register(
         raise SdkError(f"tracing.register needs the OTLP/HTTP exporter: {_INSTALL}") from None
 
     base = _server(server_url)
-    secret, is_login = _token(base, token)
-    ref, names = _agent_facts(base, secret, agent, is_login)
+    secret, source = _token(base, token)
+    ref, names = _check(base, secret, source, agent)
     if _registered is not None:
         if _registered.agent == ref:
             return _registered.provider
@@ -126,9 +134,7 @@ def register(
                 )
     elif not isinstance(provider, TracerProvider):
         raise SdkError("provider must be an opentelemetry.sdk.trace.TracerProvider")
-    headers = {"Authorization": f"Bearer {secret}"}
-    if "@" in ref:
-        headers["X-Evalkit-Agent"] = ref
+    headers = {"Authorization": f"Bearer {secret}", "X-Evalkit-Agent": ref}
     exporter = OTLPSpanExporter(endpoint=base + TRACES_PATH, headers=headers, timeout=30)
     processor = BatchSpanProcessor(exporter, schedule_delay_millis=500)
     provider.add_span_processor(_SessionStamp())
@@ -156,15 +162,21 @@ def flush(timeout: float = 10.0) -> bool:
     return bool(registration.processor.force_flush(int(timeout * 1000)))
 
 
+def require_agent(agent: str) -> None:
+    """Refuse to run ``agent`` (``name@workspace``) while the exporter sends spans for
+    another: the runs would wait for sessions that never arrive in their agent."""
+    registration = _registered
+    if registration is not None and registration.agent != agent:
+        raise SdkError(
+            f"tracing is registered for agent {registration.agent}, but this runs agent "
+            f"{agent}: its spans would land in {registration.agent}'s sessions and every "
+            f"run would end with no spans; call tracing.register(agent={agent!r}) (with a "
+            "token of that agent), or run the agent tracing is registered for"
+        )
+
+
 def session_names() -> tuple[str, ...]:
     return _registered.session_names if _registered else DEFAULT_SESSION_NAMES
-
-
-def set_session_names(names: tuple[str, ...]) -> None:
-    """The attribute names the agent's active mapping reads the session id from (the SDK
-    learns them with its login when the exporter could not)."""
-    if _registered is not None:
-        _registered.session_names = tuple(dict.fromkeys(("session.id", *names)))
 
 
 # --------------------------------------------------------------------------- run spans
@@ -318,13 +330,13 @@ def _server(explicit: str | None) -> str:
     return url.rstrip("/")
 
 
-def _token(base: str, explicit: str | None) -> tuple[str, bool]:
-    """The token and whether it is a user's login (not an agent token)."""
-    from evalkit.auth.tokens import AGENT_PREFIX
-
-    token = explicit or os.environ.get(OTEL_TOKEN_ENV)
+def _token(base: str, explicit: str | None) -> tuple[str, str]:
+    """The token, and where it came from (for the error when the server refuses it)."""
+    if explicit:
+        return explicit, "the token passed as token="
+    token = os.environ.get(OTEL_TOKEN_ENV)
     if token:
-        return token, not token.startswith(AGENT_PREFIX)
+        return token, f"the token in {OTEL_TOKEN_ENV}"
     from evalkit.sdk._link import login
 
     try:
@@ -335,46 +347,65 @@ def _token(base: str, explicit: str | None) -> tuple[str, bool]:
             "token (`evalkit tokens create --agent NAME@WS`; it never expires), or run it "
             "where a developer is logged in (`evalkit login`)"
         ) from None
-    return token, True
+    return token, "your login"
 
 
-def _agent_facts(base: str, token: str, agent: str, is_login: bool) -> tuple[str, tuple[str, ...]]:
-    """The agent as ``name@workspace`` and the session attribute names its active mapping
-    reads (a login can ask the server; an agent token cannot)."""
+def _check(base: str, token: str, source: str, agent: str) -> tuple[str, tuple[str, ...]]:
+    """Ask the collector, with the exporter's own credentials, which agent it would store
+    the spans for: the agent as ``name@workspace`` and the session attribute names of its
+    active mapping. Raises with the server's reason when an export would be refused."""
     import httpx
 
+    from evalkit.auth.tokens import AGENT_PREFIX
     from evalkit.model.names import parse_ref
 
     try:
-        ref = parse_ref(agent, "agent")
+        parse_ref(agent, "agent")
     except Exception as exc:
-        raise SdkError(str(exc)) from None
-    if not is_login:
-        return str(ref) if ref.workspace else ref.name, DEFAULT_SESSION_NAMES
-    headers = {"Authorization": f"Bearer {token}", "User-Agent": "evalkit-sdk"}
-    with httpx.Client(base_url=base, headers=headers, timeout=30.0) as http:
-        try:
-            workspace = ref.workspace
-            if not workspace:
-                me = http.get("/api/auth/whoami")
-                if me.status_code == 401:
-                    raise SdkError(
-                        f"the login for {base} was refused ({me.json()['error']['message']}); "
-                        f"log in again with `evalkit login {base}` or set {OTEL_TOKEN_ENV}"
-                    )
-                me.raise_for_status()
-                workspace = me.json()["personal_workspace"]
-            mapping = http.get(f"/api/workspaces/{workspace}/agents/{ref.name}/mappings/active")
-        except httpx.HTTPError as exc:
-            raise SdkError(f"cannot reach the evalkit server at {base}: {exc}") from None
-    names: tuple[str, ...] = DEFAULT_SESSION_NAMES
-    if mapping.status_code == 200:
-        found = mapping.json()["mapping"].get("session_id") or []
-        found = [found] if isinstance(found, str) else list(found)
-        names = tuple(dict.fromkeys(("session.id", *found)))
-    elif mapping.status_code == 404 and mapping.json()["error"]["code"] == "no-such-agent":
-        raise SdkError(
-            f"there is no agent {ref.name}@{workspace}: create it once with `evalkit agents "
-            f"create {ref.name} --trajectory-source otel --mapping mapping.json`"
+        raise SdkError(f"tracing.register(agent={agent!r}): {exc}") from None
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "X-Evalkit-Agent": agent,
+        "User-Agent": "evalkit-sdk",
+    }
+    try:
+        answer = httpx.post(base + CHECK_PATH, headers=headers, timeout=30.0)
+    except httpx.HTTPError as exc:
+        raise SdkError(f"cannot reach the evalkit server at {base}: {exc}") from None
+    if answer.status_code == 200:
+        found = answer.json()
+        names = tuple(dict.fromkeys(("session.id", *(found.get("session_names") or []))))
+        return str(found["agent"]), names
+    raise SdkError(_refusal(base, agent, source, answer, token.startswith(AGENT_PREFIX)))
+
+
+def _refusal(base: str, agent: str, source: str, answer: Any, agent_token: bool) -> str:
+    """Why the collector would refuse this exporter, and what to do about it."""
+    try:
+        error = answer.json()["error"]
+        code, message = str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        code, message = str(answer.status_code), answer.text[:200]
+    head = f"tracing.register(agent={agent!r}): the server at {base} refuses spans"
+    if answer.status_code == 401:
+        fix = (
+            f"mint a new agent token (`evalkit tokens create --agent {agent}`) and set "
+            f"{OTEL_TOKEN_ENV}"
+            if agent_token
+            else f"log in again (`evalkit login {base}`), or set {OTEL_TOKEN_ENV} to an agent "
+            "token, which never expires"
         )
-    return f"{ref.name}@{workspace}", names
+        return f"{head} sent with {source}: {message} [{code}]; {fix}"
+    if code == "agent-token-scope":
+        why = message.split(";", 1)[0]  # whose token it is; the fix is the SDK's own
+        return (
+            f"{head} for {agent} sent with {source}: {why} [{code}]; name the token's "
+            f"agent in tracing.register, or set {OTEL_TOKEN_ENV} to a token of {agent} "
+            f"(`evalkit tokens create --agent {agent}`)"
+        )
+    if code == "no-such-agent":
+        return (
+            f"{head}: {message} [{code}]; create it once with `evalkit agents create NAME "
+            "--trajectory-source otel --mapping mapping.json`"
+        )
+    return f"{head} sent with {source}: {message} [{code}]"

@@ -149,6 +149,7 @@ OTEL_WRITES = {
     ("POST", "/api/otel/v1/traces"),
     ("POST", "/api/otel/v1/metrics"),
     ("POST", "/api/otel/v1/logs"),
+    ("POST", "/api/otel/check"),  # tracing.register's check: the collector's rules
     ("POST", "/api/tokens/{token}/revoke"),
 }
 # Schedules: writers of the schedule's workspace; tested in test_schedules.py.

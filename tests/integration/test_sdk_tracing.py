@@ -357,7 +357,7 @@ def test_a_dry_runs_session_page_names_its_case_and_question(dev, traced):
 
     [case] = run_experiment(dataset="weather", agent="mine", task=task, dry_run=True)
     with logged_in(dev.server, "alice", "alice-pw") as client:
-        page = client.get(f"/sessions/alice/mine/{case.session_id}")
+        page = client.get(f"/runs/alice/mine/{case.session_id}")
         assert page.status_code == 200, page.text
         named = "a dry run (<code>run_experiment(dry_run=...)</code>) of case <code>paris</code>"
         assert named in page.text
@@ -366,8 +366,8 @@ def test_a_dry_runs_session_page_names_its_case_and_question(dev, traced):
         with tracer.start_as_current_span("agent", attributes={"session.id": "plain"}):
             pass
         assert tracing.flush()
-        until(lambda: client.get("/sessions/alice/mine/plain").status_code == 200)
-        plain = client.get("/sessions/alice/mine/plain")
+        until(lambda: client.get("/runs/alice/mine/plain").status_code == 200)
+        plain = client.get("/runs/alice/mine/plain")
         assert "a dry run" not in plain.text and "No run." in plain.text
 
 

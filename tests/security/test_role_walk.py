@@ -270,6 +270,7 @@ ROUTES: dict[tuple[str, str], list[tuple[str, str]]] = {
     ("POST", "/api/otel/v1/traces"): each(WS2, "collector"),
     ("POST", "/api/otel/v1/metrics"): [(NONE, "collector")],
     ("POST", "/api/otel/v1/logs"): [(NONE, "collector")],
+    ("POST", "/api/otel/check"): each(WS2, "collector"),
     ("GET", "/api/traces"): [(NONE, "read")],
     ("GET", "/api/traces/{session}"): same(WS2, "read"),
     ("GET", "/api/trace-sessions"): [(NONE, "read")],
@@ -502,7 +503,7 @@ def request_for(route: tuple[str, str], params: dict[str, str]) -> dict[str, Any
     elif path.startswith("/api/otel/"):
         kw["content"] = b"{}"
         kw["headers"] = {"content-type": "application/json"}
-        if path.endswith("/traces"):
+        if path.endswith(("/traces", "/check")):
             kw["headers"]["X-Evalkit-Agent"] = params["otel_agent"]
     return {"method": method, "path": concrete, **kw}
 

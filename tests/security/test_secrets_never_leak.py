@@ -459,7 +459,7 @@ def test_web_pages_show_no_secret(story):
             "/experiments",
             "/experiments/1",
             "/schedules",
-            "/sessions",
+            "/runs",
             "/docs",
         ]
         seen = []

@@ -139,6 +139,7 @@ def seed(server: RunningServer) -> Site:
         "agent": "bot",
         "version": "1",
         "session": "s1",
+        "rest": "dev/bot/s1",  # the Runs tab's old address, /sessions/{rest:path}
         "page": "concepts",
         "experiment": str(experiment["id"]),
         "other": str(experiment["id"]),
@@ -283,7 +284,8 @@ def test_security_headers_on_every_page(site, page):
         assert "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
         assert "<script>" not in r.text.replace('<script src="/static/app.js" defer>', "")
     else:
-        assert r.status_code in (302, 303), (r.status_code, r.headers)
+        # 301: the Runs tab's old addresses (/sessions...), moved for good
+        assert r.status_code in (301, 302, 303), (r.status_code, r.headers)
 
 
 def test_security_headers_on_errors_redirects_and_static_files(site):
@@ -312,8 +314,8 @@ def test_stored_text_is_shown_escaped(site):
     pages = [
         "/w/dev/datasets/finance",
         "/w/dev/datasets/finance/cases/c1",
-        "/sessions",
-        "/sessions/dev/bot/s1",
+        "/runs",
+        "/runs/dev/bot/s1",
         f"/experiments/{site.params['experiment']}",
         f"/runs/{site.params['run']}",
         "/docs?q=" + XSS,

@@ -1,4 +1,4 @@
-"""Traces: GET /api/trace-sessions (filters, pages, refusals), the /sessions list and a
+"""Traces: GET /api/trace-sessions (filters, pages, refusals), the /runs list and a
 session's page over HTTP, the spans tree, and in a browser a session a real run claimed
 (spans sent through the real OpenTelemetry exporter, the run driven by the real worker)."""
 
@@ -110,32 +110,58 @@ def test_trace_sessions_api_needs_a_login(server):
 
 def test_sessions_list_filters_by_workspace_and_agent(server, traced):
     with logged_in(server) as client:
-        every = client.get("/sessions").text
+        every = client.get("/runs").text
         for sid in ("s1", "s2", "s3", "s4"):
             assert f"<code>{sid}</code>" in every
-        assert 'href="/sessions/dev/other/s3"' in every
+        assert 'href="/runs/dev/other/s3"' in every
         assert "no run" in every
-        dev = client.get("/sessions", params={"workspace": "dev"}).text
+        dev = client.get("/runs", params={"workspace": "dev"}).text
         assert "<code>s3</code>" in dev and "<code>s1</code>" not in dev
         assert '<option value="other" ' in dev
-        bot = client.get("/sessions", params={"workspace": "admin", "agent": "bot"}).text
+        bot = client.get("/runs", params={"workspace": "admin", "agent": "bot"}).text
         assert "<code>s1</code>" in bot and "<code>s4</code>" not in bot
         # An agent left over from another workspace is dropped, not an error page.
-        stale = client.get("/sessions", params={"workspace": "dev", "agent": "bot"})
+        stale = client.get("/runs", params={"workspace": "dev", "agent": "bot"})
         assert stale.status_code == 200 and "<code>s3</code>" in stale.text
+
+
+def test_the_tabs_old_addresses_redirect_to_runs(server, traced):
+    """The Runs tab was Traces at /sessions: every old address answers a permanent redirect
+    to the same page under /runs, its query and an escaped session id kept; before a login
+    it asks for one, and the login then lands on the old address, so on the new page."""
+    import httpx
+
+    with logged_in(server) as client:
+        listing = client.get("/runs").text
+        assert "<h1>Runs</h1>" in listing and "<title>Runs · evalkit</title>" in listing
+        assert '<a href="/runs" aria-current="page">Runs</a>' in listing
+        assert ">Traces</a>" not in listing
+        for old, new in (
+            ("/sessions", "/runs"),
+            ("/sessions?workspace=dev&agent=other", "/runs?workspace=dev&agent=other"),
+            ("/sessions/admin/bot/s1", "/runs/admin/bot/s1"),
+            ("/sessions/admin/odd/a/b%20%3Ci%3E", "/runs/admin/odd/a/b%20%3Ci%3E"),
+        ):
+            r = client.get(old, follow_redirects=False)
+            assert (r.status_code, r.headers["location"]) == (301, new), old
+        followed = client.get("/sessions/admin/bot/s1", follow_redirects=True)
+        assert followed.status_code == 200 and "<code>s1</code>" in followed.text
+    anonymous = httpx.get(f"{server.url}/sessions/admin/bot/s1", follow_redirects=False)
+    assert anonymous.status_code == 303
+    assert anonymous.headers["location"].startswith("/login?next=%2Fsessions%2Fadmin%2Fbot%2Fs1")
 
 
 def test_sessions_list_pages_through_many_sessions(server, admin_token):
     agent_token = make_agent(server, admin_token, "admin", "busy")
     send_sessions(server, agent_token, [f"busy-{i:03d}" for i in range(PAGE_SIZE + 5)])
     with logged_in(server) as client:
-        first = client.get("/sessions").text
-        assert first.count('href="/sessions/admin/busy/') == PAGE_SIZE
+        first = client.get("/runs").text
+        assert first.count('href="/runs/admin/busy/') == PAGE_SIZE
         assert 'rel="next"' in first and 'rel="prev"' not in first
         older = re.search(r'href="([^"]+)" rel="next"', first)[1].replace("&amp;", "&")
-        assert older == f"/sessions?offset={PAGE_SIZE}"
+        assert older == f"/runs?offset={PAGE_SIZE}"
         second = client.get(older).text
-        assert second.count('href="/sessions/admin/busy/') == 5
+        assert second.count('href="/runs/admin/busy/') == 5
         assert 'rel="prev"' in second and 'rel="next"' not in second
         listed = re.findall(r"busy-\d{3}", first + second)
         assert len(set(listed)) == PAGE_SIZE + 5
@@ -143,7 +169,7 @@ def test_sessions_list_pages_through_many_sessions(server, admin_token):
 
 def test_session_page_shows_spans_and_what_the_mapping_made_of_them(server, traced):
     with logged_in(server) as client:
-        r = client.get("/sessions/admin/bot/s1")
+        r = client.get("/runs/admin/bot/s1")
     assert r.status_code == 200, r.text
     text = r.text
     assert "<h1>Session <code>s1</code></h1>" in text
@@ -159,7 +185,7 @@ def test_session_page_shows_spans_and_what_the_mapping_made_of_them(server, trac
 
 def test_session_page_without_a_mapping_still_shows_the_spans(server, traced):
     with logged_in(server) as client:
-        r = client.get("/sessions/admin/nomap/s4")
+        r = client.get("/runs/admin/nomap/s4")
     assert r.status_code == 200
     assert "has no active span mapping" in r.text
     assert r.text.count('<span class="sname"') == 3
@@ -167,9 +193,9 @@ def test_session_page_without_a_mapping_still_shows_the_spans(server, traced):
 
 def test_unknown_session_is_a_404_page_naming_it(server, traced):
     with logged_in(server) as client:
-        r = client.get("/sessions/admin/bot/nope")
+        r = client.get("/runs/admin/bot/nope")
         assert r.status_code == 404 and "has no session &#39;nope&#39;" in r.text
-        r = client.get("/sessions/admin/ghost/s1")
+        r = client.get("/runs/admin/ghost/s1")
         assert r.status_code == 404
 
 
@@ -184,9 +210,9 @@ def test_session_ids_with_slashes_and_markup_are_safe(server, admin_token):
         spans = memory.get_finished_spans()
     assert exporter(server, agent_token).export(spans) == SpanExportResult.SUCCESS
     with logged_in(server) as client:
-        listing = client.get("/sessions").text
-        link = re.search(r'href="(/sessions/admin/odd/[^"]+)"', listing)[1]
-        assert link == "/sessions/admin/odd/a/b%20%3Ci%3E"
+        listing = client.get("/runs").text
+        link = re.search(r'href="(/runs/admin/odd/[^"]+)"', listing)[1]
+        assert link == "/runs/admin/odd/a/b%20%3Ci%3E"
         r = client.get(link)
     assert r.status_code == 200, r.text
     assert "<script>alert(1)" not in r.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in r.text
@@ -236,9 +262,9 @@ async def test_orphan_traces_are_listed_by_trace_id_and_open(server, admin_token
     )
     assert [s["session_id"] for s in one.json()["sessions"]] == [trace_id]
     with logged_in(server) as client:
-        listing = client.get("/sessions").text
-        assert f'href="/sessions/admin/bot/{trace_id}"' in listing and "orphan trace" in listing
-        page = client.get(f"/sessions/admin/bot/{trace_id}")
+        listing = client.get("/runs").text
+        assert f'href="/runs/admin/bot/{trace_id}"' in listing and "orphan trace" in listing
+        page = client.get(f"/runs/admin/bot/{trace_id}")
     assert page.status_code == 200, page.text
     assert f"<h1>Orphan trace <code>{trace_id}</code></h1>" in page.text
     assert "parent missing" in page.text  # "step" hangs under the root that never came
@@ -311,8 +337,9 @@ def engine(database_url, tmp_path):
 def test_browser_sessions_list_and_a_claimed_sessions_spans_tree(
     engine, cli, tmp_path, page, log_in
 ):
-    """A traced agent's run claims its session; the Traces page links the run, experiment
-    and case; the session page shows the spans tree, a span's attributes and the steps."""
+    """A traced agent's run claims its session; the Runs tab (named as the docs name it)
+    links the run, experiment and case; the session page shows the spans tree, a span's
+    attributes and the steps; the tab's old addresses (/sessions...) redirect."""
     token = api_token(engine)
     cli.monkeypatch.setenv("EVALKIT_SERVER_URL", engine.url)
     cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
@@ -345,21 +372,25 @@ def test_browser_sessions_list_and_a_claimed_sessions_spans_tree(
         wait_finished(engine, token, experiment_id)
 
     log_in(engine.url)
-    page.get_by_role("link", name="Traces").click()
-    page.wait_for_url(f"{engine.url}/sessions")
-    assert page.get_by_role("heading", name="Traces").is_visible()
+    main_nav = page.get_by_role("navigation", name="Main")
+    assert main_nav.get_by_role("link", name="Traces").count() == 0
+    main_nav.get_by_role("link", name="Runs", exact=True).click()
+    page.wait_for_url(f"{engine.url}/runs")
+    assert page.get_by_role("heading", name="Runs", exact=True).is_visible()
+    current = main_nav.locator("[aria-current=page]")
+    assert current.inner_text() == "Runs"
     row = page.locator("table.sessions tbody tr").filter(has_text=session_id)
     assert row.get_by_role("link", name=f"run {run_id}").get_attribute("href") == f"/runs/{run_id}"
     assert row.get_by_role("link", name=f"experiment {experiment_id}").is_visible()
     case_link = row.get_by_role("link", name="paris")
     assert case_link.get_attribute("href") == "/w/dev/datasets/weather/cases/paris"
     page.get_by_label("Workspace").select_option("dev")
-    page.wait_for_url(re.compile(r".*/sessions\?workspace=dev"))
+    page.wait_for_url(re.compile(r".*/runs\?workspace=dev"))
     page.get_by_label("Agent").select_option("weather")
-    page.wait_for_url(re.compile(r".*/sessions\?workspace=dev&agent=weather"))
+    page.wait_for_url(re.compile(r".*/runs\?workspace=dev&agent=weather"))
     page.shot("sessions")
     row.get_by_role("link", name=session_id).click()
-    page.wait_for_url(re.compile(rf".*/sessions/dev/weather/{session_id}$"))
+    page.wait_for_url(re.compile(rf".*/runs/dev/weather/{session_id}$"))
     assert page.get_by_role("heading", name=f"Session {session_id}").is_visible()
     spans = page.locator("ol.spans > li > details > summary .sname")
     assert spans.all_inner_texts() == [
@@ -379,14 +410,24 @@ def test_browser_sessions_list_and_a_claimed_sessions_spans_tree(
     assert steps.count() >= 3
     assert any("get_weather" in row for row in steps.all_inner_texts())
     page.shot("session")
+    assert current.inner_text() == "Runs"
     page.get_by_role("link", name=f"run {run_id}").first.click()
     page.wait_for_url(f"{engine.url}/runs/{run_id}")
+    assert current.inner_text() == "Experiments"  # a run of an experiment
+
+    # The old addresses of the tab land on the new ones, filters and session kept.
+    page.goto(f"{engine.url}/sessions?workspace=dev&agent=weather")
+    page.wait_for_url(f"{engine.url}/runs?workspace=dev&agent=weather")
+    assert page.get_by_label("Agent").input_value() == "weather"
+    page.goto(f"{engine.url}/sessions/dev/weather/{session_id}")
+    page.wait_for_url(f"{engine.url}/runs/dev/weather/{session_id}")
+    assert page.get_by_role("heading", name=f"Session {session_id}").is_visible()
 
 
 def test_browser_session_page_fits_a_phone(server, traced, page, log_in):
     log_in(server.url)
     page.set_viewport_size({"width": 390, "height": 800})
-    for path in ("/sessions", "/sessions/admin/bot/s1"):
+    for path in ("/runs", "/runs/admin/bot/s1"):
         page.goto(server.url + path)
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{path} is {overflow}px wider than a phone screen"

@@ -418,6 +418,18 @@ async def _store_once(
     return result
 
 
+async def otel_target(call: Call) -> wire.CollectorTarget:
+    """The agent an export with these credentials would be stored for, refused exactly as
+    the export would be (a bad or revoked token, a token of another agent, no write access,
+    no such agent): what ``tracing.register`` asks before the first run, so that a refused
+    exporter fails there with the reason instead of dropping every span."""
+    agent_id = await _target_agent(call)
+    async with call.db.connection() as conn:
+        agent = await get_agent_by_id(conn, agent_id)
+        names = await collector(call).session_names(conn, agent_id)
+    return wire.CollectorTarget(agent=agent.ref, session_names=list(names))
+
+
 async def otel_not_traces(call: Call) -> Response:
     signal = "metrics" if call.request.url.path.endswith("/metrics") else "logs"
     raise CollectorRefusal(
@@ -526,6 +538,17 @@ ENDPOINTS = [
         "Refused: the collector takes traces only",
         tags=["otel"],
         refusals=(415,),
+    ),
+    Endpoint(
+        "POST",
+        "/api/otel/check",
+        otel_target,
+        "The agent spans sent with these credentials are stored for (an agent token, or a "
+        "login with X-Evalkit-Agent: NAME@WORKSPACE), refused as the export would be, and "
+        "the session attribute names of its active mapping: an exporter's check",
+        returns=wire.CollectorTarget,
+        tags=["otel"],
+        agent_tokens=True,
     ),
     Endpoint(
         "GET",

@@ -14,9 +14,11 @@ from typing import Any
 
 from starlette.responses import Response
 
-from evalkit.edge.routes import experiments, run_list, scores
+from evalkit.edge.routes import experiments, otel, run_list, scores
+from evalkit.errors import NotFound
 from evalkit.model.names import whole_number
-from evalkit.model.runs import TERMINAL
+from evalkit.model.runs import TERMINAL, Run
+from evalkit.otel.missing import NOT_COLLECTED, NoSpans, awaited_spans, no_spans
 from evalkit.web import charts
 from evalkit.web.page import Page, WebCall, use
 from evalkit.web.pages.experiments import FMT, pager
@@ -268,7 +270,21 @@ async def run_page(call: WebCall) -> Response:
         output=None if run.output is None else _json(run.output),
         timings=_timings(run),
         over=run.state in TERMINAL,
+        no_spans=await _no_spans(call, run, brief.agent),
+        not_collected=[e.message for e in run.trajectory_errors if e.rule == NOT_COLLECTED],
     )
+
+
+async def _no_spans(call: WebCall, run: Run, agent: str) -> NoSpans | None:
+    """Why a traced run got no trajectory, when no span of its session reached its agent."""
+    if not awaited_spans(run):
+        return None
+    assert run.session_id is not None
+    try:
+        found = await use(call, otel.traces_find, params={"session": run.session_id})
+    except NotFound:
+        found = []
+    return no_spans(run, agent, found)
 
 
 def _timings(run: Any) -> list[tuple[str, datetime | None, str]]:

@@ -1,5 +1,7 @@
-"""Traces: the OpenTelemetry sessions agents sent (``/sessions``) and one session's spans
-tree, the run that claimed it, and what its agent's span mapping made of it."""
+"""The Runs tab, as the docs name it: the OpenTelemetry sessions agents sent (``/runs``),
+claimed by runs of experiments or not (deployed traffic too), and one session's spans
+tree, the run that claimed it, and what its agent's span mapping made of it. The tab was
+called Traces at ``/sessions``; those addresses redirect here."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from evalkit.edge.routes import agents, otel, session_list, trace_check, workspaces
 from evalkit.errors import NotFound
@@ -17,6 +19,11 @@ from evalkit.model.otel import TraceCheck
 from evalkit.otel.model import Span
 from evalkit.web.page import Page, WebCall, use
 
+LIST_PATH = "/runs"
+"""The list of sessions; one session is at ``/runs/WORKSPACE/AGENT/SESSION`` (a run of an
+experiment is at ``/runs/ID``: one segment)."""
+OLD_PATH = "/sessions"
+"""Where the tab was before it was named as the docs name it (kept as redirects)."""
 PAGE_SIZE = 50
 MAX_SPANS_SHOWN = 2000
 """A session over this many spans shows its first ones in tree order and says so."""
@@ -55,7 +62,7 @@ async def sessions_page(call: WebCall) -> Response:
 
     def page_link(to_offset: int) -> str:
         pairs = {k: v for k, v in {**filters, "offset": to_offset}.items() if v}
-        return "/sessions" + (f"?{urlencode(pairs)}" if pairs else "")
+        return LIST_PATH + (f"?{urlencode(pairs)}" if pairs else "")
 
     return call.render(
         "sessions.html",
@@ -233,7 +240,19 @@ async def session_page(call: WebCall) -> Response:
     )
 
 
+async def old_address(call: WebCall) -> Response:
+    """``/sessions...`` (the tab's old address) moved to ``/runs...``, query kept: a
+    permanent redirect, so bookmarks and links pasted in chats keep working."""
+    raw = call.request.scope.get("raw_path") or call.request.url.path.encode()
+    path = raw.decode("latin-1").split("?", 1)[0]
+    target = LIST_PATH + path[len(OLD_PATH) :]
+    query = call.request.url.query
+    return RedirectResponse(target + (f"?{query}" if query else ""), 301)
+
+
 PAGES = [
-    Page("GET", "/sessions", sessions_page),
-    Page("GET", "/sessions/{workspace}/{agent}/{session:path}", session_page),
+    Page("GET", LIST_PATH, sessions_page),
+    Page("GET", LIST_PATH + "/{workspace}/{agent}/{session:path}", session_page),
+    Page("GET", OLD_PATH, old_address),
+    Page("GET", OLD_PATH + "/{rest:path}", old_address),
 ]

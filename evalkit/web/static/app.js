@@ -12,8 +12,8 @@ document.addEventListener("change", (event) => {
   if (event.target.matches && event.target.matches("[data-autosubmit]")) event.target.form.submit();
 });
 
-// Keyboard: "/" focuses the page's search or first filter; "g" then "w" / "e" / "t" / "d" go to
-// workspaces, experiments, traces, docs.
+// Keyboard: "/" focuses the page's search or first filter; "g" then "w" / "e" / "r" / "d" go to
+// workspaces, experiments, runs (sessions of spans), docs; "t", the old key of that tab, too.
 let pendingG = false;
 document.addEventListener("keydown", (event) => {
   const target = event.target;
@@ -25,7 +25,7 @@ document.addEventListener("keydown", (event) => {
   }
   if (pendingG) {
     pendingG = false;
-    const to = { w: "/", e: "/experiments", t: "/sessions", d: "/docs" }[event.key];
+    const to = { w: "/", e: "/experiments", r: "/runs", t: "/runs", d: "/docs" }[event.key];
     if (to) window.location.href = to;
     return;
   }
