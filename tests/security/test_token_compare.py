@@ -48,6 +48,9 @@ NOT_SECRETS = {
     ("sdk/_fixtures.py", "hashlib.sha256(data).hexdigest() != pin.sha256"): (
         "a fixture's content hash against its pin; no secret"
     ),
+    ("scoring/stats.py", "run.state == state"): "a run's state (queued, failed...), not OAuth's",
+    ("scoring/stats.py", "run.state == FAILED"): "a run's state, not OAuth's",
+    ("scoring/stats.py", "run.state != FAILED"): "a run's state, not OAuth's",
 }
 
 
