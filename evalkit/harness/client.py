@@ -85,8 +85,14 @@ class HarnessClient:
         url = self.base_url + path
         where = f"{method} {url}"
         try:
-            async with self._http.stream(method, url, headers=self._headers, **kwargs) as resp:
-                body = hide(await _read_capped(resp, where), self._api_key)
+            try:
+                resp, body = await self._send(method, url, where, **kwargs)
+            except httpx.RemoteProtocolError:
+                # The harness, or a proxy in front of it, closed a kept-alive connection
+                # while it sat in the pool, so the call got no answer. Every Harness API
+                # call may be repeated (a start carries its idempotency key): once more, on
+                # a new connection.
+                resp, body = await self._send(method, url, where, **kwargs)
         except httpx.TimeoutException:
             raise HarnessError(f"{where}: no answer in time", retryable=True) from None
         except httpx.TransportError as exc:
@@ -94,6 +100,12 @@ class HarnessClient:
         if resp.status_code >= 400:
             raise _status_error(where, resp.status_code, body)
         return body
+
+    async def _send(
+        self, method: str, url: str, where: str, **kwargs: Any
+    ) -> tuple[httpx.Response, bytes]:
+        async with self._http.stream(method, url, headers=self._headers, **kwargs) as resp:
+            return resp, hide(await _read_capped(resp, where), self._api_key)
 
 
 async def _read_capped(resp: httpx.Response, where: str) -> bytes:
