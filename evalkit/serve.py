@@ -25,7 +25,7 @@ from evalkit.config import Settings, public_url
 from evalkit.db import Database
 from evalkit.edge.app import create_app
 from evalkit.embedded import EmbeddedPostgres
-from evalkit.errors import ConfigError, Conflict, EvalkitError
+from evalkit.errors import ConfigError, Conflict, DatabaseError, EvalkitError
 from evalkit.jobs import runtime
 from evalkit.jobs.app import connected, load_tasks
 from evalkit.jobs.maintenance import requeue_stalled, retry_stalled_later
@@ -172,7 +172,7 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
                         await asyncio.wait_for(task, timeout=30)
                     break
                 error = None if task.cancelled() else task.exception()
-                if error is not None and not isinstance(error, ConnectorException):
+                if error is not None and not _database_gone(error):
                     raise error
                 if worker.worker_id is not None:
                     leftover.append(worker.worker_id)
@@ -207,6 +207,12 @@ async def _worker_round(jobs: Any, worker: Any, leftover: list[int], settings: S
     await retry_stalled_later(stalled_seconds + STALLED_MARGIN_SECONDS)
     await queue_left_behind(runtime.database())
     await worker.run()
+
+
+def _database_gone(error: BaseException) -> bool:
+    """The round stopped because the database went away: procrastinate's own calls raise
+    ConnectorException, evalkit's (the sweep of runs left behind at start) DatabaseError."""
+    return isinstance(error, ConnectorException | DatabaseError)
 
 
 def _cause(error: BaseException) -> str:
