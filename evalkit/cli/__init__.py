@@ -40,7 +40,17 @@ def register() -> None:
     _registered = True
 
 
+VERSION_MODULE_BUDGET = 150
+"""Modules `evalkit --version` may load (tests/unit/test_cli_start.py counts them)."""
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--version"]:
+        # Answered before the command tree (cyclopts, rich, every command module) loads.
+        from evalkit import __version__
+
+        print(__version__)
+        sys.exit(0)
     from evalkit.cli.app import run
 
     sys.exit(run())
