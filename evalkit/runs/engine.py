@@ -98,7 +98,7 @@ async def record_all(
 async def _write(conn: Conn, step: Transition, actor: str) -> bool:
     if not machine.is_allowed(step.from_state, step.to_state):
         raise BadRequest(
-            f"run {step.run_id} cannot go from {step.from_state} to {step.to_state}",
+            machine.not_allowed(step.run_id, step.from_state, step.to_state),
             code="transition-not-allowed",
         )
     try:

@@ -75,6 +75,17 @@ def is_allowed(from_state: str, to_state: str) -> bool:
     return to_state in ALLOWED.get(from_state, frozenset())
 
 
+def not_allowed(run_id: int, from_state: str, to_state: str) -> str:
+    """Why a step is refused, with the steps the run may take instead."""
+    onward = sorted(ALLOWED.get(from_state, frozenset()) - {from_state})
+    instead = (
+        f"from {from_state} it may go to {', '.join(onward)}"
+        if onward
+        else (f"{from_state} is final: the run does not move again")
+    )
+    return f"run {run_id} cannot go from {from_state} to {to_state}; {instead}"
+
+
 @dataclass
 class Env:
     """What a step may use: the harness, the clock, fixture bytes and the retry policy."""
@@ -119,7 +130,7 @@ def transition(run: Position, state: str, *, attempts: int = 0, **fields: object
     """The step of ``run`` from where it is to ``state``, carrying ``fields`` (what the step
     learned). Raises ValueError for a step :data:`ALLOWED` does not have."""
     if not is_allowed(run.state, state):
-        raise ValueError(f"run {run.run_id} cannot go from {run.state} to {state}")
+        raise ValueError(not_allowed(run.run_id, run.state, state))
     return Transition(
         run_id=run.run_id,
         from_state=run.state,

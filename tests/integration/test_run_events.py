@@ -162,7 +162,7 @@ def test_giving_up_on_a_run_is_a_logged_step_by_the_sweep(engine, dev, cli):
 
 
 def test_a_step_outside_the_machine_is_refused_before_the_database(database_url):
-    with pytest.raises(ValueError, match="cannot go from done to running"):
+    with pytest.raises(ValueError, match="cannot go from done to running; done is final"):
         machine.transition(
             RunPosition(run_id=1, experiment_id=1, state="done", attempts=0), "running"
         )
