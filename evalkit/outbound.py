@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import httpx
 
@@ -30,7 +32,9 @@ from evalkit import __version__
 from evalkit.config import EgressSettings
 from evalkit.errors import BadRequest
 
-__all__ = ["EgressRefused", "acheck_url", "check_url", "make_client"]
+__all__ = ["EgressRefused", "acheck_url", "check_url", "make_client", "once_more_if_dropped"]
+
+T = TypeVar("T")
 
 USER_AGENT = f"evalkit/{__version__}"
 
@@ -259,3 +263,17 @@ def make_client(
         follow_redirects=False,
         headers={"User-Agent": USER_AGENT},
     )
+
+
+async def once_more_if_dropped(send: Callable[[], Awaitable[T]]) -> T:
+    """Await ``send()``; when the peer closed the pooled kept-alive connection it went out on
+    without answering (``RemoteProtocolError``, as load balancers do to idle connections),
+    send it once more, which httpx does on a new connection.
+
+    Only for calls that may be repeated: every Harness API call, a judge's completion and a
+    remote evaluator's scoring request are.
+    """
+    try:
+        return await send()
+    except httpx.RemoteProtocolError:
+        return await send()

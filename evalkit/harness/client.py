@@ -22,6 +22,7 @@ from evalkit.model.harness import (
     RunStatus,
     WorkspaceListing,
 )
+from evalkit.outbound import once_more_if_dropped
 
 T = TypeVar("T")
 
@@ -85,14 +86,10 @@ class HarnessClient:
         url = self.base_url + path
         where = f"{method} {url}"
         try:
-            try:
-                resp, body = await self._send(method, url, where, **kwargs)
-            except httpx.RemoteProtocolError:
-                # The harness, or a proxy in front of it, closed a kept-alive connection
-                # while it sat in the pool, so the call got no answer. Every Harness API
-                # call may be repeated (a start carries its idempotency key): once more, on
-                # a new connection.
-                resp, body = await self._send(method, url, where, **kwargs)
+            # A start carries its idempotency key, so every call may be sent twice.
+            resp, body = await once_more_if_dropped(
+                lambda: self._send(method, url, where, **kwargs)
+            )
         except httpx.TimeoutException:
             raise HarnessError(f"{where}: no answer in time", retryable=True) from None
         except httpx.TransportError as exc:

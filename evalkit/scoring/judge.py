@@ -32,6 +32,7 @@ import email.utils
 import random
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import httpx
@@ -40,6 +41,7 @@ import msgspec
 from evalkit.auth.secrets import SecretBox, hide
 from evalkit.cases.model import JudgeConfig
 from evalkit.errors import EvalkitError
+from evalkit.outbound import once_more_if_dropped
 from evalkit.scoring.judge_prompt import (
     CORRECTION_TEMPLATE,
     NO_STEPS,
@@ -333,7 +335,9 @@ async def _ask(
         if not plain:
             body["response_format"] = RESPONSE_FORMAT
         try:
-            status, headers, raw = await _post(http, judge, body, timeout)
+            status, headers, raw = await once_more_if_dropped(
+                partial(_post, http, judge, body, timeout)
+            )
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             failures += 1
             if isinstance(exc, httpx.TimeoutException):

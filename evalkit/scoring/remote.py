@@ -27,6 +27,7 @@ from evalkit.auth.secrets import SecretBox, hide
 from evalkit.cases.model import canonical_json
 from evalkit.errors import EvalkitError
 from evalkit.model.evaluator_api import API_VERSION, Score
+from evalkit.outbound import once_more_if_dropped
 from evalkit.scoring.model import RunContext, ScoreItem
 from evalkit.store import evaluators as store
 
@@ -283,7 +284,7 @@ async def evaluate(
     try:
         body = build_request(ctx, name, config)
         async with asyncio.timeout(evaluator.timeout):
-            status, raw = await _post(http, evaluator, body)
+            status, raw = await once_more_if_dropped(lambda: _post(http, evaluator, body))
         if status != 200:
             return failed(
                 f"the evaluator at {evaluator.endpoint} answered {status}: {_snippet(raw)}"

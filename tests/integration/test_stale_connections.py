@@ -1,7 +1,8 @@
-"""A harness (or the load balancer in front of it) that closes a kept-alive connection
-without saying so: the next call on that pooled connection gets no answer at all. Every
-Harness API call may be repeated (a start carries its idempotency key), so the client sends
-it again once on a new connection instead of failing the step."""
+"""A peer (or the load balancer in front of it) that closes a kept-alive connection without
+saying so: the next call on that pooled connection gets no answer at all. Every Harness API
+call may be repeated (a start carries its idempotency key), and so may a judge's completion
+and a remote evaluator's scoring request, so each client sends the call again once on a new
+connection instead of failing the step or the score."""
 
 from __future__ import annotations
 
@@ -15,7 +16,13 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
+from evalkit.cases.model import JudgeConfig
 from evalkit.harness.client import HarnessClient, HarnessError
+from evalkit.outbound import make_client
+from evalkit.scoring.judge import JudgeSetup, grade
+from evalkit.scoring.remote import RemoteEvaluator, evaluate
+from tests.integration.test_judge import context as judge_context
+from tests.integration.test_remote_evaluators import context as evaluator_context
 
 CAPABILITIES = json.dumps({"api_version": "1"}).encode()
 
@@ -38,7 +45,9 @@ def _read_request(conn: socket.socket) -> bool:
 
 
 @contextmanager
-def one_answer_per_connection(answers: bool = True) -> Iterator[tuple[str, list[int]]]:
+def one_answer_per_connection(
+    answers: bool = True, body: bytes = CAPABILITIES
+) -> Iterator[tuple[str, list[int]]]:
     """A server that answers the first request of each connection (when ``answers``), keeps
     it open (no ``Connection: close``), and closes it without a word when a second request
     comes. ``answered`` counts the requests it answered or, without answers, received."""
@@ -54,7 +63,7 @@ def one_answer_per_connection(answers: bool = True) -> Iterator[tuple[str, list[
                     answered.append(1)
                 return
             if _read_request(conn):
-                conn.sendall(_answer(CAPABILITIES))
+                conn.sendall(_answer(body))
                 answered.append(1)
             _read_request(conn)  # the reused connection's request: never answered
 
@@ -96,3 +105,37 @@ async def test_a_harness_that_never_answers_is_tried_twice_then_a_retryable_erro
     assert failed.value.retryable
     assert "Server disconnected without sending a response" in str(failed.value)
     assert len(received) == 2
+
+
+def _completion(verdict: dict) -> bytes:
+    message = {"role": "assistant", "content": json.dumps(verdict)}
+    return json.dumps(
+        {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+    ).encode()
+
+
+async def test_a_judge_call_on_a_dropped_connection_is_sent_again_not_counted_as_a_failure():
+    reply = _completion({"reasoning": "It says Paris.", "score": 1})
+    with one_answer_per_connection(body=reply) as (url, answered):
+        judge = JudgeSetup(provider="test", base_url=url, model="judge-1", attempts=1)
+        config = JudgeConfig(rubric="The answer names Paris.")
+        async with make_client(None) as http:
+            for _ in range(3):
+                [item] = await grade(judge_context(), config, judge=judge, http=http)
+                assert item.error is None and item.value == 1.0, item
+                await asyncio.sleep(0.05)
+    assert len(answered) == 3
+
+
+async def test_an_evaluator_call_on_a_dropped_connection_is_sent_again():
+    reply = json.dumps({"scores": [{"name": "echo", "score": 1}]}).encode()
+    with one_answer_per_connection(body=reply) as (url, answered):
+        evaluator = RemoteEvaluator(name="echo", workspace="dev", endpoint=url + "/echo")
+        async with make_client(None) as http:
+            for _ in range(3):
+                [item] = await evaluate(
+                    evaluator_context(), "echo", {}, evaluator=evaluator, http=http
+                )
+                assert item.error is None and item.value == 1.0, item
+                await asyncio.sleep(0.05)
+    assert len(answered) == 3
