@@ -381,8 +381,14 @@ def test_busy_collector_answers_429_with_retry_after(small_server, tokens):
 
     holder = threading.Thread(target=hold_the_slot)
     holder.start()
-    time.sleep(0.5)
-    r = api(small_server, tokens[1], "POST", TRACES, content=body, headers=PB)
+    # Until the slow export holds the only slot, a second one is simply stored (a repeat of
+    # the same spans, deduplicated): ask until the slot is seen busy, not after a fixed wait.
+    deadline = time.monotonic() + 3
+    while True:
+        r = api(small_server, tokens[1], "POST", TRACES, content=body, headers=PB)
+        if r.status_code != 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     holder.join()
     assert r.status_code == 429 and r.headers["retry-after"] == "1"
     assert status_of(r) == (8, "every ingest slot of this server is busy; retry after the delay")
