@@ -106,9 +106,11 @@ def _run(argv: list[str] | None) -> int:
             raise  # run() ends quietly
         if os.environ.get("EVALKIT_DEBUG"):
             raise
+        from evalkit import ISSUES_URL
+
         sys.stderr.write(
             f"evalkit: internal error: {type(exc).__name__}: {exc} "
-            "(set EVALKIT_DEBUG=1 to see the traceback, and please report it)\n"
+            f"(set EVALKIT_DEBUG=1 to see the traceback, and please report it at {ISSUES_URL})\n"
         )
         return 1
     return result if isinstance(result, int) else 0

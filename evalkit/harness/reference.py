@@ -139,6 +139,8 @@ class _Run:
     error: str | None = None
     stop_final: float = math.inf
     """time.time() when a stop makes the run final."""
+    received: list[InputFile] = field(default_factory=list)
+    """The input files as the start named them (with their context), for tests to read."""
 
     def final_at(self) -> float:
         return min(self.deadline, self.stop_final)
@@ -305,6 +307,7 @@ class HarnessState:
             work=_agent.solve(body.input, files),
             model=body.model,
             error=error,
+            received=list(body.files),
         )
         self.runs[run.id] = run
         self.by_evalkit_id[run.evalkit_run_id] = run
@@ -594,6 +597,11 @@ class ReferenceHarness:
         """The harness's view of the run started for ``evalkit_run_id`` (None: never)."""
         run = self.state.by_evalkit_id.get(evalkit_run_id)
         return None if run is None else run.status(time.time())
+
+    def files_for(self, evalkit_run_id: str) -> list[InputFile]:
+        """The input files the start of ``evalkit_run_id`` sent, as sent."""
+        run = self.state.by_evalkit_id.get(evalkit_run_id)
+        return [] if run is None else run.received
 
     def live_runs(self) -> int:
         return self.state.live_count()

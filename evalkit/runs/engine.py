@@ -204,8 +204,20 @@ async def plan_experiment(
         dataset=f"{dataset_name}@{dataset_ws.facts.name}",
         case_ids=body.case_ids,
         split=body.split,
+        fill=_how_cases_arrive(dataset_ws),
     )
     return Plan(dataset_ws, dataset_name, dataset_id, agent, driver, home_ws, pins)
+
+
+def _how_cases_arrive(ws: WorkspaceRow) -> str:
+    if ws.promoted_from is None:
+        return "sync cases into it first"
+    # A promotion target refuses sync: its cases come from approvals in the source.
+    source = ws.promoted_from
+    return (
+        f"@{ws.facts.name} is a promotion target, fed by approvals in @{source}: approve cases"
+        f" there (`evalkit cases approve CASE_ID@{source}`)"
+    )
 
 
 async def start_experiment(

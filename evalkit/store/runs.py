@@ -40,8 +40,10 @@ async def pin_cases(
     dataset: str,
     case_ids: list[str] | None,
     split: str | None,
+    fill: str = "sync cases into it first",
 ) -> list[CasePin]:
-    """The current version of every case the experiment runs (review never filters)."""
+    """The current version of every case the experiment runs (review never filters).
+    ``fill`` is how the dataset gets cases, said when it has none."""
     rows = await conn.all("experiment_case_pins", workspace_id=workspace_id, dataset_id=dataset_id)
     live = [row for row in rows if not row["removed"]]
     if case_ids:
@@ -69,7 +71,7 @@ async def pin_cases(
     if not pins:
         which = f" in split {split!r}" if split is not None else ""
         raise BadRequest(
-            f"dataset {dataset} has no cases to run{which}; sync cases into it first",
+            f"dataset {dataset} has no cases to run{which}; {fill}",
             code="no-cases",
         )
     return pins

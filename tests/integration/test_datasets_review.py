@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import httpx
+
 from tests.integration.datasets_helpers import Repo, add_user, login
 
 
@@ -87,6 +89,16 @@ def test_promotion_end_to_end(cli, server, tmp_path, admin_token):
 
     assert cli("datasets", "create", "finance@prod").code == 0
     assert cli("datasets", "create", "finance-eu@prod").code == 0
+    # An empty target is filled by approving in its source, not by a sync it would refuse.
+    assert cli("agents", "create", "mine", "--mapping", "openinference").code == 0
+    empty = httpx.post(
+        server.url + "/api/experiments",
+        headers={"Authorization": f"Bearer {admin_token}"},
+        json={"dataset": "finance@prod", "agent": "mine", "sdk": True},
+    )
+    assert empty.status_code == 400 and empty.json()["error"]["code"] == "no-cases"
+    message = empty.json()["error"]["message"]
+    assert "sync" not in message and "`evalkit cases approve CASE_ID@dev`" in message
     approved = cli("cases", "approve", "refund@dev", "--comment", "good", token=tokens["reviewer"])
     assert approved.code == 0, approved.err
     assert "approved refund@dev v1" in approved.out

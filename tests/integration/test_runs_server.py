@@ -443,16 +443,24 @@ def test_input_files_by_signed_url_or_inline(engine, dev, cli, tmp_path, lacks):
     repo = Repo(tmp_path / "files-repo")
     data = b"quarterly numbers\n" * 100
     repo.fixture("report", data)
+    # The fixture registry's description travels with the file (seed page 002, "context").
+    (repo.root / "evalkit.yaml").write_text(
+        "cases_dir: cases\nfixtures:\n  report:\n    path: fixtures/report.bin\n"
+        "    context: Quarterly numbers in kEUR\n"
+    )
     repo.case("docs", "read", simple_case(question="Summarize", files="report"))
     assert cli("sync", str(repo.suite("docs")), "--workspace", "dev").code == 0
     with harness(Behaviour(without=lacks)) as ref:
         create_agent(engine, dev, "dev", "reader", ref.url)
         result = cli("run", "docs@dev", "--agent", "reader@dev", "--json")
         assert result.code == 0, result.err
-        run = cli("runs", "show", str(result.json["run_list"][0]["id"]), "--json").json
+        run_id = str(result.json["run_list"][0]["id"])
+        run = cli("runs", "show", run_id, "--json").json
         # With file_urls the harness fetched the bytes through a signed URL of the server
         # (no login); without, they came inline. Either way it read all of them.
         assert f"report ({len(data)} bytes)" in run["answer"]
+        [sent] = ref.files_for(run_id)
+        assert (sent.name, sent.context) == ("report", "Quarterly numbers in kEUR")
 
 
 def test_where_experiments_land_and_who_may_start_them(engine, dev, cli, tmp_path):

@@ -376,13 +376,17 @@ def test_a_dry_run_goes_on_when_a_session_cannot_be_read(dev, capsys):
     dev.repo.case("weather", "rome", sdk_helpers.case_text("Weather in Rome?", "warm"))
     dev.agent(trajectory_wait=1)
 
-    def task(input: dict) -> RunResult | str:
+    seen: list[dict] = []
+
+    def task(input: dict, metadata: dict) -> RunResult | str:
+        seen.append(metadata)
         if "Paris" in input["question"]:
             # The agent's session, but nothing exports its spans.
             return RunResult(answer="sunny", session_id="a-session-never-sent")
         return RunResult(answer="warm", trajectory=trajectory_for("Weather in Rome?", "warm"))
 
     paris, rome = run_experiment(dataset="weather", agent="mine", task=task, dry_run=2)
+    assert [m["experiment_id"] for m in seen] == [None, None]  # a dry run has no experiment
     assert paris.session_id == "a-session-never-sent" and paris.trajectory is None
     assert "no span of session a-session-never-sent" in paris.trajectory_error
     assert rome.answer == "warm" and rome.trajectory["steps"][-1]["message"] == "warm"

@@ -100,3 +100,18 @@ def test_every_extra_key_evalkit_reads_is_in_the_conventions_table():
     assert "context_management" in read  # the scan finds the one key known to be read
     documented = {k.split(".extra.")[1] for k in table if ".extra." in k}
     assert read <= documented, f"extra keys read but not documented: {read - documented}"
+
+
+ATIF_RFC = "https://github.com/laude-institute/harbor/blob/main/docs/rfcs/0001-trajectory-format.md"
+
+
+def test_the_atif_rfc_is_named_and_pinned_at_the_versions_evalkit_accepts():
+    """The trajectory page and the deployment skill's reference name the RFC that defines
+    ATIF and the versions evalkit is pinned to; adding a version means updating both."""
+    from evalkit.atif.model import SCHEMA_VERSIONS
+
+    pinned = f"`{SCHEMA_VERSIONS[0]}` to `{SCHEMA_VERSIONS[-1]}`"
+    reference = ROOT / "evalkit" / "skills" / "evalkit-deployment" / "references" / "harness-api.md"
+    for page in (ROOT / "docs" / "atif.md", reference):
+        text = " ".join(page.read_text().split())
+        assert ATIF_RFC in text and pinned in text, page.name

@@ -34,6 +34,7 @@ SKILL_FILE = re.compile(
 REPO_FILE = re.compile(r"(?<![\w/.-])((?:compose|docs|examples|benchmarks|evalkit)/[\w./-]*\w)")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 SDK_IMPORT = re.compile(r"from evalkit\.sdk import ([\w, ]+)")
+SECTION = re.compile(r'"([^"\n`]+)"\s+(?:in|on|of)\s+`([^`\s]+\.md)`')
 ALWAYS_FLAGS = {"--help", "-h", "--version"}
 
 
@@ -173,6 +174,19 @@ def file_problems(text: str, file: Path, skill_dir: Path) -> list[str]:
     return problems
 
 
+def section_problems(text: str, file: Path, skill_dir: Path) -> list[str]:
+    """A section named in quotes "in `page.md`" is a heading of that page."""
+    problems = []
+    for name, page in SECTION.findall(" ".join(text.split())):
+        path = (file.parent if page.startswith("../") else skill_dir) / page
+        if not path.is_file():
+            continue  # file_problems names it
+        headings = {h.strip() for h in re.findall(r"^#+ (.+)$", path.read_text(), re.M)}
+        if name not in headings:
+            problems.append(f'{page} has no section "{name}"')
+    return problems
+
+
 def sdk_problems(code: list[str]) -> list[str]:
     import evalkit.sdk
 
@@ -187,6 +201,7 @@ def problems_in(file: Path, skill_dir: Path) -> list[str]:
     found += config_problems(blocks + spans)
     found += env_problems(text)
     found += file_problems(text, file, skill_dir)
+    found += section_problems(text, file, skill_dir)
     found += sdk_problems(blocks)
     return found
 
@@ -253,14 +268,15 @@ def test_the_config_reference_lists_every_key_with_its_default_and_variable(inst
 def test_the_checker_refuses_what_does_not_exist(tmp_path):
     skill = tmp_path / "made-up"
     (skill / "references").mkdir(parents=True)
-    (skill / "references" / "real.md").write_text("x")
+    (skill / "references" / "real.md").write_text("# Real\n\n## Upgrades\n")
     page = skill / "SKILL.md"
     page.write_text(
         "Run `evalkit run finance@dev --agent bot@dev --frobnicate`.\n\n"
         "```\nevalkit agents create bot --harness-url http://h --api-key-env K --colour red\n"
         "evalkit agents explode bot\n```\n\n"
         "Set `otel.settle_secs` and EVALKIT_NO_SUCH_THING. See `references/real.md`,\n"
-        "`references/gone.md` and [the docs](../evalkit-docs/nowhere.md).\n\n"
+        "`references/gone.md` and [the docs](../evalkit-docs/nowhere.md).\n"
+        'Read "Upgrades" in `references/real.md`, then "Backups" in\n`references/real.md`.\n\n'
         "```python\nfrom evalkit.sdk import run_experiment, run_everything\n```\n"
     )
     found = "\n".join(problems_in(page, skill))
@@ -271,8 +287,10 @@ def test_the_checker_refuses_what_does_not_exist(tmp_path):
     assert "config key `otel.settle_secs`" in found
     assert "EVALKIT_NO_SUCH_THING" in found
     assert "file references/gone.md is not written" in found
-    assert "references/real.md" not in found
+    assert "file references/real.md" not in found
     assert "../evalkit-docs/nowhere.md leads nowhere" in found
+    assert 'references/real.md has no section "Backups"' in found
+    assert '"Upgrades"' not in found
     assert "evalkit.sdk has no run_everything" in found
     assert "has no run_experiment" not in found
     assert "no flag --harness-url" not in found and "no flag --api-key-env" not in found
