@@ -776,8 +776,7 @@ def test_kill_while_the_harness_holds_the_first_start(database_url, tmp_path, cl
         )
         assert (state, harness_run_id) == ("starting", None)
         worker.kill()
-        # Started again after the stalled time, the worker requeues the dead one's job.
-        time.sleep(STALLED_SECONDS + 0.5)
+        # Started again at once: the dead worker's lock went with it, so its job comes back.
         worker.start()
         wait_all_finished(database_url, worker, 120, "hanging start")
 
@@ -924,46 +923,66 @@ def test_a_worker_restarted_at_once_takes_back_the_starts_it_was_making(
         edge.stop()
 
 
-def test_a_stopped_worker_keeps_its_jobs_while_another_starts(database_url, tmp_path, cli):
+def test_a_stopped_worker_keeps_its_jobs_when_another_looks_for_dead_ones(
+    database_url, tmp_path, cli
+):
     """A live worker that sends no heartbeat (SIGSTOP: as slow as a worker gets) for longer
     than stalled_seconds and the 3 s a worker without its lock may stay silent still holds
-    its liveness lock, so a second worker that starts meanwhile leaves its job alone: the
-    run's start is sent once while it is stopped. Once it goes on (SIGCONT), it finishes the
-    run itself, on the same harness run."""
+    its liveness lock, so the other worker's sweep for dead workers leaves its job alone:
+    the run's start is sent once while it is stopped. Once it goes on (SIGCONT), it
+    finishes the run itself, on the same harness run."""
     edge = start_server(database_url, tmp_path, worker=False, configure=fast_engine)
     ref = ReferenceHarness(Behaviour(hang_first={"start": 1})).start()
-    slow = WorkerProcess(database_url, edge.settings, tmp_path / "slow", **HANGING_START)
-    other = WorkerProcess(database_url, edge.settings, tmp_path / "other")
-    for process in (slow, other):
+    first = WorkerProcess(database_url, edge.settings, tmp_path / "first", **HANGING_START)
+    second = WorkerProcess(database_url, edge.settings, tmp_path / "second", **HANGING_START)
+    for process in (first, second):
         process.log_dir.mkdir()
     try:
+        first.start()
+        first.wait_registered("stopped worker")
+        second.start()  # it starts while the workspace is set up
         token = dev_workspace(edge, cli, tmp_path)
         create_agent(edge, token, "dev", "ref", ref.url)
-        slow.start()
-        slow.wait_registered("stopped worker")
+        second.wait_registered("stopped worker")
         experiment_id = start_experiment(edge, token, "ref@dev", case_ids=["add"])
         ((run_id,),) = query(
             database_url, "SELECT id FROM runs WHERE experiment_id = %s", (experiment_id,)
         )
         until(lambda: ref.counters.runs_created == 1, timeout=60, what="the start")
-        assert slow.doing_runs() == [run_id], jobs_dump(database_url)
+        ((worker_id,),) = query(
+            database_url,
+            "SELECT worker_id FROM procrastinate_jobs WHERE status = 'doing' "
+            "AND task_name = 'advance_run'",
+        )
+        slow, other = (second, first) if second.owns(worker_id) else (first, second)
         assert slow.proc is not None
         slow.proc.send_signal(signal.SIGSTOP)
         try:
-            time.sleep(STALLED_SECONDS + 2.5)  # past both, before the other worker starts
-            other.start()
-            other.wait_registered("stopped worker")  # its start-up sweep is done
-            ((silent, doing),) = query(
+            time.sleep(STALLED_SECONDS + 2.5)  # silent past both
+            ((sweep,),) = query(
                 database_url,
-                "SELECT extract(epoch FROM now() - w.last_heartbeat), "
-                "(SELECT count(*) FROM procrastinate_jobs j "
-                " WHERE j.worker_id = w.id AND j.status = 'doing') "
-                "FROM procrastinate_workers w WHERE w.id = ("
-                " SELECT worker_id FROM procrastinate_jobs WHERE status = 'doing' "
-                " AND task_name = 'advance_run')",
+                "INSERT INTO procrastinate_jobs (queue_name, task_name, args) "
+                "VALUES ('default', 'retry_stalled_jobs', '{\"timestamp\": 0}') RETURNING id",
             )
-            assert silent > max(STALLED_SECONDS, 3.0) and doing == 1, (silent, doing)
-            assert slow.doing_runs() == [run_id] and not other.doing(), jobs_dump(database_url)
+            until(
+                lambda: not query(database_url, "SELECT 1 FROM procrastinate_jobs WHERE id = %s "
+                                  "AND status IN ('todo', 'doing')", (sweep,)),
+                timeout=30,
+                what="the other worker's sweep",
+            )  # fmt: skip
+            ((silent,),) = query(
+                database_url,
+                "SELECT extract(epoch FROM now() - last_heartbeat) FROM procrastinate_workers "
+                "WHERE id = %s",
+                (worker_id,),
+            )
+            assert silent > max(STALLED_SECONDS, 3.0), silent
+            still = query(
+                database_url,
+                "SELECT worker_id, (args->>'run_id')::bigint FROM procrastinate_jobs "
+                "WHERE status = 'doing' AND task_name = 'advance_run'",
+            )
+            assert still == [(worker_id, run_id)], jobs_dump(database_url)
             assert ref.counters.starts[str(run_id)] == 1, ref.counters
         finally:
             slow.proc.send_signal(signal.SIGCONT)
@@ -973,8 +992,8 @@ def test_a_stopped_worker_keeps_its_jobs_while_another_starts(database_url, tmp_
         assert ref.counters.runs_created == 1, ref.counters
         assert "holds its liveness lock but sent no heartbeat" in other.logs(), other.tail(80)
     finally:
-        slow.stop()
-        other.stop()
+        first.stop()
+        second.stop()
         ref.stop()
         edge.stop()
 
@@ -1011,7 +1030,6 @@ def test_kill_between_a_stop_and_its_record(database_url, tmp_path, cli):
                 query(database_url, "SELECT pg_terminate_backend(%s)", (pid,))
             lock.rollback()
         assert run_state(database_url, run_id) == "running"
-        time.sleep(STALLED_SECONDS + 0.5)
         worker.start()
         wait_all_finished(database_url, worker, 60, "lost stop")
 
@@ -1054,7 +1072,6 @@ def test_kill_between_the_last_run_and_the_experiment_finish(database_url, tmp_p
             for pid in blocked_by(database_url, holder):
                 query(database_url, "SELECT pg_terminate_backend(%s)", (pid,))
             lock.rollback()
-        time.sleep(STALLED_SECONDS + 0.5)
         worker.start()
         wait_all_finished(database_url, worker, 60, "lost finish")
         detail = api(edge, token, "GET", f"/api/experiments/{experiment_id}").json()
