@@ -266,8 +266,8 @@ def wait_all_finished(db_url: str, worker: WorkerProcess, timeout: float, contex
 
 
 def wait_no_advance_jobs(db_url: str, timeout: float, context: str) -> None:
-    """Jobs of a killed worker are requeued by the stalled-job sweep (worker start, and once
-    a minute), so a leftover job may take up to a minute to run and go."""
+    """Jobs of a killed worker are requeued by the sweep for dead workers (at a worker's
+    start, seconds later for a worker that died just before, and once a minute)."""
     deadline = time.monotonic() + timeout
     while True:
         left = query(
@@ -483,8 +483,8 @@ def kill_worker(
 
 def wait_queue_empty(db_url: str, worker: WorkerProcess, timeout: float, context: str) -> None:
     """Until no job waits or runs, but the periodic jobs the live worker is running now.
-    A killed worker's jobs go back to the queue when a worker starts after the stalled
-    time, and once a minute, so this may take a minute."""
+    A killed worker's jobs go back to the queue within seconds of the next worker's
+    start."""
     periodic = {
         row[0] for row in query(db_url, "SELECT task_name FROM procrastinate_periodic_defers")
     }
@@ -547,9 +547,9 @@ def test_worker_killed_at_random_moments(database_url, tmp_path, cli):
         # at random moments among them; then aim again at any phase still missed (twice at
         # most), and kill at random moments until there were MIN_KILLS. A worker start
         # takes seconds (20 s on a loaded machine), so every kill counts in the test's
-        # time. Restart at once (a supervisor with no delay: stalled jobs wait for the
-        # once-a-minute sweep) or after the stalled time (the new worker requeues them on
-        # start).
+        # time. Restart at once (a supervisor with no delay: the dead worker may not count
+        # as dead yet, and the sweep queues itself for when it will) or after a pause (the
+        # new worker's start-up sweep finds it dead).
         plan: list[str | None] = list(PHASES)
         rng.shuffle(plan)
         for _ in range(rng.randint(1, 2)):
