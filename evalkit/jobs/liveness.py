@@ -44,6 +44,10 @@ POLL_SECONDS = 5.0
 NAT), and so how soon a broken one is noticed and replaced."""
 RECONNECT_SECONDS = (0.5, 5.0)
 """The first and the longest wait between attempts to take the lock again."""
+ANSWER_SECONDS = 10.0
+"""The least time a connection or a ping of the session is given before the session
+counts as broken (more when ``lost_after`` is longer): a slow answer on a loaded database
+must not make a live worker drop its own lock."""
 
 
 class LivenessLost(DatabaseError):
@@ -116,6 +120,10 @@ class Liveness:
         self.worker_id: int | None = None
         self._conn: Conn | None = None
 
+    @property
+    def _patience(self) -> float:
+        return max(ANSWER_SECONDS, self.lost_after)
+
     async def open(self) -> None:
         self._conn = await self._connect()
 
@@ -132,7 +140,7 @@ class Liveness:
             await asyncio.sleep(min(POLL_SECONDS, self.lost_after / 2))
             try:
                 assert self._conn is not None
-                await asyncio.wait_for(self._conn.one("worker_liveness_ping"), self.lost_after)
+                await asyncio.wait_for(self._conn.one("worker_liveness_ping"), self._patience)
             except (DatabaseError, TimeoutError) as exc:
                 log.warning(
                     "worker %s: its liveness session broke (%s); taking its lock again",
@@ -183,7 +191,7 @@ class Liveness:
                 self.url,
                 autocommit=True,
                 row_factory=dict_row,
-                connect_timeout=max(1, math.ceil(self.lost_after)),
+                connect_timeout=math.ceil(self._patience),
             )
         except psycopg.Error as exc:
             raise DatabaseError(f"the database did not answer ({exc}); is it running?") from exc
