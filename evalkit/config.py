@@ -85,7 +85,9 @@ class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     retry_backoff_seconds: float = 1.0
     """Wait before the second attempt; it doubles each time, up to 60 seconds."""
     stalled_seconds: float = 60.0
-    """A worker silent this long is presumed dead and its jobs are queued again."""
+    """How long PostgreSQL waits for a worker's machine that stopped answering before it
+    drops the worker's liveness lock (a killed process loses it at once), and how long a
+    worker may go without its lock before it starts again as a new worker."""
     job_poll_seconds: float = 0.5
     """How often an idle worker looks for jobs that became due (a run's next poll, a
     retry's backoff); new jobs wake it at once."""

@@ -28,8 +28,9 @@ from evalkit.embedded import EmbeddedPostgres
 from evalkit.errors import ConfigError, Conflict, DatabaseError, EvalkitError
 from evalkit.jobs import runtime
 from evalkit.jobs.app import connected, load_tasks
-from evalkit.jobs.maintenance import requeue_stalled, retry_stalled_later
-from evalkit.jobs.procrastinate_adapter import Worker
+from evalkit.jobs.liveness import HEARTBEAT_SECONDS, Liveness
+from evalkit.jobs.maintenance import take_back_abandoned_jobs
+from evalkit.jobs.procrastinate_adapter import NO_PRUNING_SECONDS, Worker
 from evalkit.jobs.runs import queue_left_behind
 from evalkit.sql import migrate
 from evalkit.store import accounts
@@ -129,8 +130,6 @@ def check_port_free(host: str, port: int) -> None:
 
 WORKER_RESTART_SECONDS = (0.5, 10.0)
 """The first and the longest wait before the job worker starts again after it stopped."""
-STALLED_MARGIN_SECONDS = 1.0
-"""How long after a dead worker's jobs count as stalled the retry queued at start runs."""
 
 
 async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> None:
@@ -150,9 +149,9 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
         "concurrency": settings.worker.concurrency,
         "install_signal_handlers": False,
         "name": f"evalkit-{socket.gethostname()}-{os.getpid()}",
-        "update_heartbeat_interval": max(min(settings.worker.stalled_seconds / 4, 10.0), 0.5),
+        "update_heartbeat_interval": HEARTBEAT_SECONDS,
         "fetch_job_polling_interval": settings.worker.job_poll_seconds,
-        "stalled_worker_timeout": settings.worker.stalled_seconds,
+        "stalled_worker_timeout": NO_PRUNING_SECONDS,
     }
     loop = asyncio.get_running_loop()
     wait = WORKER_RESTART_SECONDS[0]
@@ -163,7 +162,8 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
         async with connected(db_url, max_size=settings.worker.concurrency + 2):
             while not stop.is_set():
                 began = loop.time()
-                worker = Worker(app=jobs, **options)
+                liveness = Liveness(db_url, lost_after=settings.worker.stalled_seconds)
+                worker = Worker(app=jobs, liveness=liveness, **options)
                 task = asyncio.create_task(_worker_round(jobs, worker, leftover, settings))
                 await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
                 if not task.done():
@@ -192,19 +192,15 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
 
 
 async def _worker_round(jobs: Any, worker: Any, leftover: list[int], settings: Settings) -> None:
-    """Let go of the stopped workers' jobs (unregistered, they have no worker: stalled at
-    once), queue again the jobs of dead workers, queue a step for the runs that no job
-    holds (a dead worker was driving them), then run the worker until it stops.
-
-    A worker killed less than ``worker.stalled_seconds`` ago still looks alive: one more
-    retry of stalled jobs is queued for when it no longer does."""
+    """Let go of the stopped workers' jobs (unregistered, they have no worker: taken
+    back at once), queue again the jobs of dead workers (see :mod:`evalkit.jobs.liveness`),
+    queue a step for the runs that no job holds (a dead worker was driving them), then run
+    the worker until it stops."""
 
     while leftover:
         await jobs.job_manager.unregister_worker(leftover[-1])
         leftover.pop()
-    stalled_seconds = settings.worker.stalled_seconds
-    await requeue_stalled(jobs, stalled_seconds)
-    await retry_stalled_later(stalled_seconds + STALLED_MARGIN_SECONDS)
+    await take_back_abandoned_jobs(jobs, runtime.database(), settings.worker.stalled_seconds)
     await queue_left_behind(runtime.database())
     await worker.run()
 

@@ -15,16 +15,27 @@ On an upgrade, re-check (``tests/integration/test_procrastinate_adapter.py`` fai
   escapes, and the job stays ``doing`` under a live worker, where nothing takes it back
   (procrastinate issues #1446 and #1543, open). If a release handles that itself, drop
   :class:`Worker` and :func:`retry_or_drop`.
+- ``Worker.run`` registers the worker (``JobManager.register_worker``) and then awaits
+  ``Worker._run_loop``, which fetches jobs and, in its ``finally``, waits for the running
+  ones and unregisters the worker: :class:`Worker` takes its liveness lock
+  (:mod:`evalkit.jobs.liveness`) at the start of ``_run_loop`` and lets go of it after.
+  ``Worker.run`` prunes workers by heartbeat age (``stalled_worker_timeout``); evalkit turns
+  that off (:data:`NO_PRUNING_SECONDS`) and removes dead workers itself.
+  ``procrastinate_workers`` keeps its columns ``id`` and ``last_heartbeat``,
+  ``procrastinate_jobs.worker_id`` its ``ON DELETE SET NULL``, and ``Job.from_row`` the
+  columns ``procrastinate_jobs_abandoned`` selects.
 - ``JobManager.batch_defer_jobs_async`` and ``JobDeferrer.make_new_job``: the public
   ``batch_defer_async`` takes one queueing lock for all its jobs, :func:`defer_under_locks`
   needs one per job.
-- ``procrastinate_jobs``: its columns ``queueing_lock``, ``status``, ``task_name`` and
-  ``args`` and the statuses ``todo``, ``doing`` and ``failed``, read by the statements of
-  ``evalkit/sql/procrastinate.sql`` (run only from here).
+- ``procrastinate_jobs``: its columns ``queueing_lock``, ``status``, ``task_name``,
+  ``args`` and ``worker_id`` and the statuses ``todo``, ``doing`` and ``failed``, read by the
+  statements of ``evalkit/sql/procrastinate.sql`` (run only from here and from
+  :mod:`evalkit.jobs.liveness`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -36,12 +47,50 @@ from procrastinate.manager import QUEUEING_LOCK_CONSTRAINT, JobManager
 from procrastinate.retry import RetryDecision
 
 from evalkit.db import Conn
+from evalkit.jobs.liveness import Liveness
 from evalkit.store.scores import JobCounts
+
+NO_PRUNING_SECONDS = 100 * 365 * 24 * 3600.0
+"""``stalled_worker_timeout`` for procrastinate's worker: it would remove, at each start,
+workers whose heartbeat is that old, live or not (a worker whose event loop is blocked
+still holds its jobs); evalkit removes the dead ones itself."""
 
 
 class Worker(procrastinate.worker.Worker):
-    """Procrastinate's worker, with one difference: a job to be retried while another job
-    waits under its queueing lock is dropped instead (see :func:`retry_or_drop`)."""
+    """Procrastinate's worker, with two differences: it holds its liveness lock on
+    ``liveness`` while it runs (from before its first job until its last is over), and a
+    job to be retried while another job waits under its queueing lock is dropped instead
+    (see :func:`retry_or_drop`)."""
+
+    def __init__(self, *, liveness: Liveness | None = None, **options: Any) -> None:
+        super().__init__(**options)
+        self.liveness = liveness
+
+    async def run(self) -> None:
+        if self.liveness is None:
+            await super().run()  # type: ignore[no-untyped-call]
+            return
+        await self.liveness.open()
+        try:
+            await super().run()  # type: ignore[no-untyped-call]
+        finally:
+            await self.liveness.close()
+
+    async def _run_loop(self) -> None:
+        if self.liveness is None:
+            await super()._run_loop()  # type: ignore[no-untyped-call]
+            return
+        assert self.worker_id is not None
+        await self.liveness.hold(self.worker_id)
+        keeper = asyncio.create_task(self.liveness.keep(), name="liveness")
+        keeper.add_done_callback(lambda task: task.cancelled() or self.stop())  # type: ignore[no-untyped-call]
+        try:
+            await super()._run_loop()  # type: ignore[no-untyped-call]
+        finally:
+            keeper.cancel()
+            await asyncio.wait({keeper})
+        if not keeper.cancelled() and (lost := keeper.exception()) is not None:
+            raise lost
 
     async def _persist_job_status(
         self,
@@ -128,3 +177,9 @@ async def jobs_per_round(conn: Conn, task_name: str, experiment_id: int) -> dict
         "procrastinate_jobs_per_round", task_name=task_name, experiment_id=experiment_id
     )
     return {row["round"]: JobCounts(pending=row["pending"], failed=row["failed"]) for row in rows}
+
+
+async def abandoned_jobs(conn: Conn, dead_workers: Iterable[int]) -> list[Job]:
+    """The jobs the ``dead_workers`` were running, and those whose worker was removed."""
+    rows = await conn.all("procrastinate_jobs_abandoned", worker_ids=list(dead_workers))
+    return [Job.from_row(row) for row in rows]
