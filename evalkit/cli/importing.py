@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from cyclopts import App, Parameter
 
@@ -104,8 +104,7 @@ def import_langfuse(
     version: Annotated[
         str | None,
         Parameter(
-            help="The dataset as it was at this UTC time, e.g. 2026-01-21T14:35:42Z "
-            "(default: now)."
+            help="The dataset as it was at this UTC time, e.g. 2026-01-21T14:35:42Z (default: now)."
         ),
     ] = None,
     id_prefix: IdPrefix = None,
@@ -143,7 +142,10 @@ def _env(name: str, flag: str, what: str) -> str:
 class _Progress:
     """Progress lines on stderr for large datasets, one per tenth of each stage."""
 
-    WORDS = {"read": "read {} of {} examples", "plan": "mapped {} of {}", "write": "wrote {} of {} files"}
+    WORDS: ClassVar[dict[str, str]] = {
+        "read": "read {} of {} examples",
+        "write": "wrote {} of {} files",
+    }
 
     def __init__(self) -> None:
         self.shown: dict[str, int] = {}
@@ -170,39 +172,17 @@ def _write(
     from evalkit.importers import writer
 
     progress = _Progress()
-    plan = writer.plan_import(read, into, id_prefix=id_prefix, short_id=short_id, progress=progress)
-    lint: dict[str, Any] | None = None
+    plan = writer.plan_import(read, into, id_prefix=id_prefix, short_id=short_id)
     if not dry_run:
         writer.apply(plan, prune=prune, progress=progress)
-        lint = _lint(into)
     if json:
-        emit_json(_summary(plan, prune=prune, dry_run=dry_run, lint=lint))
+        emit_json(_summary(plan, prune=prune, dry_run=dry_run))
     else:
-        _print(plan, prune=prune, dry_run=dry_run, lint=lint)
-    return 1 if lint is not None and lint["errors"] else 0
+        _print(plan, prune=prune, dry_run=dry_run)
+    return 0
 
 
-def _lint(suite: Path) -> dict[str, Any]:
-    """The offline lint of what was written (it should pass: a failure is a bug here)."""
-    from evalkit.cases import ProjectError, format_findings, load_project
-    from evalkit.cases.lint import analyze
-
-    try:
-        project = load_project(suite)
-    except ProjectError:  # no evalkit.yaml (fine: imported cases use no fixtures), or a bad one
-        project = None
-    report = analyze(suite, project).report
-    return {
-        "errors": len(report.errors),
-        "warnings": len(report.warnings),
-        "files": report.files_checked,
-        "findings": format_findings(report.findings).splitlines(),
-    }
-
-
-def _summary(
-    plan: ImportPlan, *, prune: bool, dry_run: bool, lint: dict[str, Any] | None
-) -> dict[str, Any]:
+def _summary(plan: ImportPlan, *, prune: bool, dry_run: bool) -> dict[str, Any]:
     read = plan.dataset
     return {
         "peer": read.peer,
@@ -230,11 +210,10 @@ def _summary(
             }
             for w in plan.writes
         ],
-        "lint": lint,
     }
 
 
-def _print(plan: ImportPlan, *, prune: bool, dry_run: bool, lint: dict[str, Any] | None) -> None:
+def _print(plan: ImportPlan, *, prune: bool, dry_run: bool) -> None:
     from evalkit.importers.writer import ORIGIN_KEY, RECORD_FILE, UNMAPPED_KEY
 
     read = plan.dataset
@@ -269,9 +248,4 @@ def _print(plan: ImportPlan, *, prune: bool, dry_run: bool, lint: dict[str, Any]
         say("dry run: nothing written")
         return
     say(f"  the peer's record of the dataset: {plan.suite / RECORD_FILE}")
-    if lint is not None:
-        say(f"lint: {lint['errors']} errors, {lint['warnings']} warnings in {lint['files']} case files")
-        for line in lint["findings"]:
-            say(f"  {line}")
-        if not lint["errors"]:
-            say(f"next: evalkit sync {plan.suite}")
+    say(f"next: evalkit lint {plan.suite} --offline && evalkit sync {plan.suite}")

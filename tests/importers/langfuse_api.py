@@ -45,7 +45,9 @@ EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 def js_date(moment: datetime) -> str:
     """How Langfuse's JSON writes a time (JavaScript's Date.toJSON)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return (
+        moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    )
 
 
 @dataclass
@@ -101,6 +103,7 @@ class LangfuseApi:
         self.older = older
         self.datasets: dict[str, Dataset] = {}
         self.requests: list[tuple[str, dict[str, list[str]]]] = []
+        self.auth_headers: list[str] = []
         self._lock = threading.Lock()
         self._clock = EPOCH
         handler = type("Handler", (_Handler,), {"api": self})
@@ -128,7 +131,9 @@ class LangfuseApi:
         return self._clock
 
     def add_dataset(self, name: str, **kw: Any) -> Dataset:
-        dataset = Dataset(id=f"ds-{len(self.datasets) + 1}", name=name, created_at=self.tick(), **kw)
+        dataset = Dataset(
+            id=f"ds-{len(self.datasets) + 1}", name=name, created_at=self.tick(), **kw
+        )
         self.datasets[name] = dataset
         return dataset
 
@@ -270,7 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
     api: LangfuseApi
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def do_GET(self) -> None:
@@ -278,6 +283,7 @@ class _Handler(BaseHTTPRequestHandler):
         query = parse_qs(parts.query, keep_blank_values=True)
         with self.api._lock:
             self.api.requests.append((parts.path, query))
+            self.api.auth_headers.append(self.headers.get("Authorization", ""))
         refused = self._auth()
         if refused is not None:
             self._json(401, {"message": refused})

@@ -19,7 +19,7 @@ import os
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,12 @@ class PhoenixServer:
     api_key: str
     process: subprocess.Popen[bytes]
     log: Path
+    seeded: list[dict[str, Any]] = field(default_factory=list)
+    """What :func:`seed` uploaded, in order: name, dataset_id, version_id, examples."""
+
+    def versions(self, name: str) -> list[str]:
+        """The version ids the seeding made of dataset ``name``, oldest first."""
+        return [u["version_id"] for u in self.seeded if u["name"] == name]
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -114,4 +120,6 @@ def seed(server: PhoenixServer, uploads: list[dict[str, Any]]) -> list[dict[str,
         spec.write_text(json.dumps(uploads))
         env = {"PHOENIX_URL": server.url, "PHOENIX_API_KEY": server.api_key, "SEED_FILE": str(spec)}
         done = run_agent("phoenix_client", "seed.py", env, home=HERE, timeout=300)
-    return json.loads(done.stdout)
+    uploaded: list[dict[str, Any]] = json.loads(done.stdout)
+    server.seeded.extend(uploaded)
+    return uploaded
