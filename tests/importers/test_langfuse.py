@@ -130,7 +130,14 @@ def test_items_that_are_not_mappings_and_other_fields(cli, langfuse, tmp_path):
     assert "text input: written as `input.question`" in result.out
     assert "mediaReferences (1)" in result.out
     linted = cli("lint", str(suite), "--offline")
-    assert linted.code == 0 and "0 errors, 0 warnings in 4 case files" in linted.out, linted.out
+    assert linted.code == 0 and "mixed: 4 case files, no problems" in linted.out, linted.out
+
+    # Nothing changed on the peer: no file is written, the record file included.
+    before = {p.name: p.stat().st_mtime_ns for p in suite.iterdir()}
+    again = _import(cli, langfuse, "mixed", suite, "--id-prefix", "")
+    assert again.code == 0, again.err
+    assert "0 added, 0 updated, 4 unchanged" in again.out
+    assert {p.name: p.stat().st_mtime_ns for p in suite.iterdir()} == before
 
 
 def test_a_version_is_the_dataset_as_it_was_then(cli, langfuse, tmp_path):

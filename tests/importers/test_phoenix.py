@@ -105,7 +105,7 @@ def test_versions_and_splits_land_in_case_files_and_a_second_import_updates_them
     assert out["version"] == v1 and out["examples"] == 3
     assert out["added"] == ["support-attachments", "support-capital-fr", "support-refund-window"]
     linted = cli("lint", str(suite), "--offline")
-    assert linted.code == 0 and "0 errors, 0 warnings in 3 case files" in linted.out, linted.out
+    assert linted.code == 0 and "support: 3 case files, no problems" in linted.out, linted.out
     refund = _case(suite / "support-refund-window.yaml")
     assert refund["input"] == {"question": "What is the refund window?"}
     assert refund["expected"] == {"answer": "30 days"}
