@@ -82,7 +82,7 @@ def import_phoenix(
 
     api_key = _env(api_key_env, "--api-key-env", "a Phoenix API key") if api_key_env else None
     read = phoenix.read_dataset(
-        url, dataset=dataset, version=version, api_key=api_key, progress=_Progress()
+        url, dataset=dataset, version=version, api_key=api_key, progress=_Progress(), notice=note
     )
     return _write(read, into, phoenix.short_id, id_prefix, prune, dry_run, json)
 
@@ -125,6 +125,7 @@ def import_langfuse(
         secret_key=secret_key,
         version=version,
         progress=_Progress(),
+        notice=note,
     )
     return _write(read, into, None, id_prefix, prune, dry_run, json)
 

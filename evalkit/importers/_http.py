@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
 from evalkit import __version__
-from evalkit.importers._model import ImportFailed, PeerRefused
+from evalkit.importers._model import ImportFailed, Notice, PeerRefused, no_notice
 
 TIMEOUT_SECONDS = 60.0
 ANSWER_CHARS = 300
 """How much of an error body a message quotes."""
+WAITED_ON = (429, 503)
+"""Answers that say "later": the request is sent again after the peer's Retry-After."""
+MAX_WAITS = 6
+MAX_WAIT_SECONDS = 60.0
 
 CREDENTIAL_HINTS = {
     401: "{title} did not accept the credentials",
@@ -32,10 +37,12 @@ class PeerApi:
         headers: Mapping[str, str] | None = None,
         auth: tuple[str, str] | None = None,
         credential_hint: str = "",
+        notice: Notice = no_notice,
     ) -> None:
         self.title = title
         self.url = url.rstrip("/")
         self.credential_hint = credential_hint
+        self.notice = notice
         self._client = httpx.Client(
             base_url=self.url,
             headers={"Accept": "application/json", "User-Agent": f"evalkit/{__version__}"}
@@ -54,18 +61,16 @@ class PeerApi:
         """The JSON body of ``GET path``; PeerRefused on an error status, ImportFailed when
         the peer cannot be reached or does not answer JSON."""
         shown = _shown(path, params)
-        try:
-            response = self._client.get(path, params=_query(params))
-        except httpx.TimeoutException:
-            raise ImportFailed(
-                f"{self.title} at {self.url} did not answer GET {shown} within "
-                f"{TIMEOUT_SECONDS:.0f} s: check that the server is up, then try again"
-            ) from None
-        except httpx.HTTPError as exc:
-            raise ImportFailed(
-                f"cannot reach {self.title} at {self.url} ({type(exc).__name__}: {exc}): "
-                "check --url and that the server is running"
-            ) from None
+        for attempt in range(MAX_WAITS + 1):
+            response = self._send(path, params, shown)
+            if response.status_code not in WAITED_ON or attempt == MAX_WAITS:
+                break
+            wait = _retry_after(response, attempt)
+            self.notice(
+                f"{self.title} answered {response.status_code} {response.reason_phrase} to "
+                f"GET {shown} ({answer_text(response)[0]}): trying again in {wait:g} s"
+            )
+            time.sleep(wait)
         if response.status_code != 200:
             raise self.refusal(response, shown)
         try:
@@ -75,6 +80,20 @@ class PeerApi:
             raise ImportFailed(
                 f"{self.title} at {self.url} answered GET {shown} with {kind}, not JSON: "
                 f"is --url the base URL of the {self.title} server (its address, no path)?"
+            ) from None
+
+    def _send(self, path: str, params: Mapping[str, Any] | None, shown: str) -> httpx.Response:
+        try:
+            return self._client.get(path, params=_query(params))
+        except httpx.TimeoutException:
+            raise ImportFailed(
+                f"{self.title} at {self.url} did not answer GET {shown} within "
+                f"{TIMEOUT_SECONDS:.0f} s: check that the server is up, then try again"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ImportFailed(
+                f"cannot reach {self.title} at {self.url} ({type(exc).__name__}: {exc}): "
+                "check --url and that the server is running"
             ) from None
 
     def refusal(self, response: httpx.Response, shown: str, hint: str = "") -> PeerRefused:
@@ -114,6 +133,15 @@ def answer_text(response: httpx.Response) -> tuple[str, bool]:
                 break
     text = " ".join(text.split())
     return (text if len(text) <= ANSWER_CHARS else text[: ANSWER_CHARS - 3] + "..."), json_body
+
+
+def _retry_after(response: httpx.Response, attempt: int) -> float:
+    """The peer's Retry-After (in seconds), else 1, 2, 4, ... s; at most a minute."""
+    try:
+        wait = float(response.headers.get("retry-after", ""))
+    except ValueError:
+        wait = float(2**attempt)
+    return min(max(wait, 0.1), MAX_WAIT_SECONDS)
 
 
 def _query(params: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -20,8 +20,16 @@ Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: called as examples are read and files written."""
 
 
+Notice = Callable[[str], None]
+"""``notice(line)``: something the user should hear about while it happens (a wait)."""
+
+
 def no_progress(stage: str, done: int, total: int) -> None:
     del stage, done, total
+
+
+def no_notice(line: str) -> None:
+    del line
 
 
 @dataclass(frozen=True)

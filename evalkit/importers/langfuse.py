@@ -24,10 +24,12 @@ from urllib.parse import quote
 from evalkit.importers._http import PeerApi
 from evalkit.importers._model import (
     ImportFailed,
+    Notice,
     PeerDataset,
     PeerExample,
     PeerRefused,
     Progress,
+    no_notice,
     no_progress,
 )
 
@@ -53,6 +55,7 @@ def read_dataset(
     secret_key: str,
     version: str | None = None,
     progress: Progress = no_progress,
+    notice: Notice = no_notice,
 ) -> PeerDataset:
     """Every active item of ``dataset`` (at ``version``, a timestamp, when given)."""
     at = parse_version(version) if version is not None else None
@@ -60,7 +63,9 @@ def read_dataset(
         "check --public-key-env and --secret-key-env (a key pair of the project that holds "
         "the dataset) and --url (the region or host of that project)"
     )
-    with PeerApi(TITLE, url, auth=(public_key, secret_key), credential_hint=hint) as api:
+    with PeerApi(
+        TITLE, url, auth=(public_key, secret_key), credential_hint=hint, notice=notice
+    ) as api:
         record = _find_dataset(api, dataset)
         items = _items(api, dataset, at, progress)
     notes = []

@@ -25,10 +25,12 @@ from urllib.parse import quote
 from evalkit.importers._http import PeerApi
 from evalkit.importers._model import (
     ImportFailed,
+    Notice,
     PeerDataset,
     PeerExample,
     PeerRefused,
     Progress,
+    no_notice,
     no_progress,
 )
 
@@ -48,6 +50,7 @@ def read_dataset(
     version: str | None = None,
     api_key: str | None = None,
     progress: Progress = no_progress,
+    notice: Notice = no_notice,
 ) -> PeerDataset:
     """Every example of ``dataset`` at ``version`` (default: the latest), with its splits."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -57,7 +60,7 @@ def read_dataset(
         else "this Phoenix has auth on: pass --api-key-env VAR with a variable that holds "
         "a Phoenix API key"
     )
-    with PeerApi(TITLE, url, headers=headers, credential_hint=hint) as api:
+    with PeerApi(TITLE, url, headers=headers, credential_hint=hint, notice=notice) as api:
         record = _find_dataset(api, dataset)
         dataset_id = str(record["id"])
         progress("read", 0, int(record.get("example_count") or 0))

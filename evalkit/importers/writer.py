@@ -15,7 +15,8 @@ has the table):
   dataset and the example's id (how the next import finds the file again), and
   ``unmapped``, every other field of the example.
 
-A second import finds each example's file by ``metadata.imported_from`` (peer and id), so it
+A second import finds each example's file by ``metadata.imported_from`` (peer, dataset and
+id), so it
 updates that file (same name, same case id) instead of adding another. It rewrites only the
 keys it owns (``OWNED``); ``evaluators``, ``description`` and ``id`` written by hand stay,
 and a file whose content would not change is not touched. Files of the same peer and dataset
@@ -123,8 +124,8 @@ def plan_import(
         plan.writes.append(_write_for(example, content, existing, prefix, short_id or str))
     plan.missing = sorted(
         found.path
-        for key, found in existing.by_origin.items()
-        if key[0] == dataset.peer and found.dataset == dataset.name and key[1] not in seen
+        for (peer, name, example_id), found in existing.by_origin.items()
+        if (peer, name) == (dataset.peer, dataset.name) and example_id not in seen
     )
     plan.record_text = _record_text(dataset)
     return plan
@@ -239,13 +240,13 @@ def _split(
 class _Found:
     path: Path
     data: dict[str, Any]
-    dataset: str | None
 
 
 @dataclass
 class _Existing:
     suite: Path
-    by_origin: dict[tuple[str, str], _Found] = field(default_factory=dict)
+    by_origin: dict[tuple[str, str | None, str], _Found] = field(default_factory=dict)
+    """(peer, dataset, example id) -> the file that holds that example."""
     ids: set[str] = field(default_factory=set)
     """Case ids of the suite's files, lower-cased (file names must not clash on a
     case-insensitive file system either)."""
@@ -283,11 +284,10 @@ def _scan(suite: Path) -> _Existing:
         metadata = data.get("metadata")
         origin = metadata.get(ORIGIN_KEY) if isinstance(metadata, dict) else None
         if isinstance(origin, dict) and isinstance(origin.get("peer"), str) and "id" in origin:
-            key = (origin["peer"], str(origin["id"]))
             dataset = origin.get("dataset")
-            existing.by_origin.setdefault(
-                key, _Found(path, data, dataset if isinstance(dataset, str) else None)
-            )
+            dataset = dataset if isinstance(dataset, str) else None
+            key = (origin["peer"], dataset, str(origin["id"]))
+            existing.by_origin.setdefault(key, _Found(path, data))
     return existing
 
 
@@ -298,7 +298,8 @@ def _write_for(
     prefix: str,
     short_id: Callable[[str], str],
 ) -> CaseWrite:
-    found = existing.by_origin.get((content["metadata"][ORIGIN_KEY]["peer"], example.id))
+    origin = content["metadata"][ORIGIN_KEY]
+    found = existing.by_origin.get((origin["peer"], origin["dataset"], example.id))
     if found is not None:
         kept = {key: value for key, value in found.data.items() if key not in OWNED}
         data = _ordered({**kept, **content})

@@ -99,8 +99,11 @@ class Dataset:
 class LangfuseApi:
     """The server; ``add_dataset``/``put_item`` set its data, ``requests`` logs what came."""
 
-    def __init__(self, *, older: bool = False) -> None:
+    def __init__(self, *, older: bool = False, limit_after: int | None = None) -> None:
         self.older = older
+        self.limit_after = limit_after
+        """Answer 429 to the items request after each ``limit_after`` served ones (once)."""
+        self._served = 0
         self.datasets: dict[str, Dataset] = {}
         self.requests: list[tuple[str, dict[str, list[str]]]] = []
         self.auth_headers: list[str] = []
@@ -290,6 +293,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         path = parts.path
         if path == "/api/public/dataset-items":
+            if self._rate_limited():
+                return
             self._json(*self.api.items_page(query))
         elif path.startswith("/api/public/v2/datasets/"):
             if self.api.older:
@@ -300,6 +305,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._dataset(unquote(path.removeprefix("/api/public/datasets/")), inline=True)
         else:
             self._send(404, NEXT_404.encode(), "text/html; charset=utf-8")
+
+    def _rate_limited(self) -> bool:
+        """Langfuse's 429 (RateLimitService.ts): Retry-After and X-RateLimit-* headers, the
+        public API error body with ``code: rate_limited``."""
+        api = self.api
+        with api._lock:
+            if api.limit_after is None or api._served < api.limit_after:
+                api._served += 1
+                return False
+            api._served = 0
+        body = {
+            "message": "Rate limit exceeded",
+            "code": "rate_limited",
+            "details": {"retryAfterSeconds": 1, "limit": api.limit_after, "remaining": 0},
+        }
+        self._send(
+            429,
+            json.dumps(body).encode(),
+            "application/json; charset=utf-8",
+            {"Retry-After": "1", "X-RateLimit-Limit": str(api.limit_after)},
+        )
+        return True
 
     def _auth(self) -> str | None:
         header = self.headers.get("Authorization")
@@ -334,8 +361,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, body: Any) -> None:
         self._send(status, json.dumps(body).encode(), "application/json; charset=utf-8")
 
-    def _send(self, status: int, body: bytes, kind: str) -> None:
+    def _send(
+        self, status: int, body: bytes, kind: str, headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

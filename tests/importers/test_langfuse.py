@@ -201,3 +201,19 @@ def test_an_older_langfuse_without_the_v2_dataset_route(cli, tmp_path, monkeypat
     assert paths[:2] == ["/api/public/v2/datasets/faq", "/api/public/datasets/faq"]
     assert result.json["added"] == ["faq-x"]
     assert missing.code == 1 and "has no dataset named 'nope'" in missing.err
+
+
+def test_a_rate_limited_page_is_asked_again_after_retry_after(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY)
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET_KEY)
+    with LangfuseApi(limit_after=2) as api:
+        api.add_dataset("faq")
+        for n in range(350):
+            api.put_item("faq", f"i{n:03d}", input={"q": str(n)})
+        result = _import(cli, api, "faq", tmp_path / "cases" / "faq", "--json")
+        pages = [int(q["page"][0]) for p, q in api.requests if p == "/api/public/dataset-items"]
+    assert result.code == 0, result.err
+    assert len(result.json["added"]) == 350
+    assert "answered 429 Too Many Requests" in result.err and "Rate limit exceeded" in result.err
+    assert "trying again in 1 s" in result.err
+    assert len(pages) == 5 and sorted(set(pages)) == [1, 2, 3, 4]
