@@ -321,9 +321,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def _new_id(prefix: str, short: str, full_id: str, taken: set[str]) -> str:
-    """A free case id from the peer's id: accents go, other characters that a case id may
-    not hold become '-', a long id is cut
-    and given a hash of the whole, and a taken one gets -2, -3, ..."""
+    """A free case id from the peer's id: accents go, other characters a case id may not
+    hold become '-', a long id is cut and ends with a hash of the whole, and a taken one
+    gets -2, -3, ..."""
     ascii_only = unicodedata.normalize("NFKD", short).encode("ascii", "ignore").decode()
     tail = _UNSAFE.sub("-", ascii_only).strip("-.")
     base = f"{prefix}{tail}" if tail else f"{prefix}{_digest(full_id)}"
