@@ -78,8 +78,9 @@ def import_phoenix(
 ) -> int:
     """Import a Phoenix dataset (at its latest version, or --version) into a suite: one
     case file per example, with its splits, through Phoenix's REST API."""
-    from evalkit.importers import phoenix
+    from evalkit.importers import phoenix, writer
 
+    writer.check_suite_dir(into)
     api_key = _env(api_key_env, "--api-key-env", "a Phoenix API key") if api_key_env else None
     read = phoenix.read_dataset(
         url, dataset=dataset, version=version, api_key=api_key, progress=_Progress(), notice=note
@@ -114,8 +115,9 @@ def import_langfuse(
 ) -> int:
     """Import a Langfuse dataset's active items into a suite: one case file per item,
     through Langfuse's public API."""
-    from evalkit.importers import langfuse
+    from evalkit.importers import langfuse, writer
 
+    writer.check_suite_dir(into)
     public_key = _env(public_key_env, "--public-key-env", "the Langfuse public key")
     secret_key = _env(secret_key_env, "--secret-key-env", "the Langfuse secret key")
     read = langfuse.read_dataset(

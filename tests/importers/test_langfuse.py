@@ -175,6 +175,17 @@ def test_langfuse_refusals_are_named(cli, langfuse, tmp_path, monkeypatch):
     assert "Invalid credentials" in wrong.err and "--secret-key-env" in wrong.err
     assert "sk-lf-wrong" not in wrong.err
 
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET_KEY)
+    asked = len(langfuse.requests)
+    upper = _import(cli, langfuse, "faq", tmp_path / "cases" / "FAQ")
+    assert upper.code == 1 and "'FAQ' becomes the dataset's name" in upper.err
+    a_file = tmp_path / "faq.txt"
+    a_file.write_text("")
+    not_dir = _import(cli, langfuse, "faq", a_file)
+    assert not_dir.code == 1 and "is a file: give the suite's directory" in not_dir.err
+    assert len(langfuse.requests) == asked  # refused before the peer is asked
+
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-lf-wrong")
     monkeypatch.delenv("LANGFUSE_PUBLIC_KEY")
     unset = _import(cli, langfuse, "faq", suite)
     assert unset.code == 1 and "LANGFUSE_PUBLIC_KEY is not set" in unset.err
