@@ -21,6 +21,7 @@ def register() -> None:
         demo,
         evaluators,
         harness,
+        importing,
         init_server,
         judges,
         mappings,

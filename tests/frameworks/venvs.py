@@ -9,7 +9,8 @@ requirements.txt>``, so a changed pin file gets a new venv. It is built in a tem
 directory beside its final place and renamed into place, so two pytest processes that race
 both end with one whole venv (the loser's build is thrown away).
 
-:func:`run_agent` runs a script of the part with that venv's python.
+:func:`run_agent` runs a script of the part with that venv's python. Parts of other test
+directories (``tests/importers/``) pass ``home``, the directory that holds them.
 """
 
 from __future__ import annotations
@@ -34,17 +35,17 @@ class FrameworkVenvError(RuntimeError):
     """A part's venv could not be built; the message names the part and quotes uv."""
 
 
-def part_dir(name: str) -> Path:
-    return HERE / name
+def part_dir(name: str, home: Path = HERE) -> Path:
+    return home / name
 
 
-def venv_dir(name: str) -> Path:
+def venv_dir(name: str, home: Path = HERE) -> Path:
     """Where the part's venv lives (whether or not it is built yet)."""
-    requirements = part_dir(name) / "requirements.txt"
+    requirements = part_dir(name, home) / "requirements.txt"
     if not requirements.is_file():
         raise FrameworkVenvError(
             f"framework part {name!r}: no {requirements} (compile it with `uv pip compile "
-            f"requirements.in -o requirements.txt` in {part_dir(name)})"
+            f"requirements.in -o requirements.txt` in {part_dir(name, home)})"
         )
     digest = hashlib.sha256(requirements.read_bytes()).hexdigest()[:12]
     return CACHE / f"{name}-{digest}"
@@ -83,13 +84,14 @@ def _run_uv(name: str, args: list[str], env: Mapping[str, str]) -> None:
         )
 
 
-def framework_python(name: str) -> Path:
-    """The python of the part's venv, built (once per pin file) when missing."""
-    final = venv_dir(name)
+def framework_python(name: str, home: Path = HERE) -> Path:
+    """The python of the part's venv, built (once per pin file) when missing. ``home`` is
+    the directory that holds the part (default: tests/frameworks/)."""
+    final = venv_dir(name, home)
     python = _python_in(final)
     if python.exists():
         return python
-    requirements = part_dir(name) / "requirements.txt"
+    requirements = part_dir(name, home) / "requirements.txt"
     CACHE.mkdir(parents=True, exist_ok=True)
     build = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=CACHE))
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT")}
@@ -107,6 +109,9 @@ def framework_python(name: str) -> Path:
                 "pip",
                 "install",
                 "--quiet",
+                # Byte-compiled at build time: test runs may have PYTHONDONTWRITEBYTECODE set,
+                # and a large part (Phoenix) then compiles its imports on every start.
+                "--compile-bytecode",
                 "--python",
                 str(_python_in(build / "v")),
                 "-r",
@@ -131,13 +136,14 @@ def run_agent(
     *,
     timeout: float = RUN_TIMEOUT,
     args: list[str] | None = None,
+    home: Path = HERE,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``tests/frameworks/<name>/<script>`` with the part's venv python, ``env`` added to
     a clean environment (PATH, HOME and the like kept; no PYTHONPATH or VIRTUAL_ENV of the
     test process). Raises AssertionError with stdout and stderr on a non-zero exit or a
     timeout."""
-    python = framework_python(name)
-    path = part_dir(name) / script
+    python = framework_python(name, home)
+    path = part_dir(name, home) / script
     base = {
         k: v
         for k, v in os.environ.items()
@@ -151,7 +157,7 @@ def run_agent(
             capture_output=True,
             text=True,
             env={**base, "PYTHONUNBUFFERED": "1", **env},
-            cwd=part_dir(name),
+            cwd=part_dir(name, home),
             timeout=timeout,
             check=False,
         )
