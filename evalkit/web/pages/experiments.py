@@ -80,11 +80,20 @@ class Memo:
         return await waited(task, wait)
 
     def start(self, make: Callable[[], Awaitable[Any]], family: Hashable) -> asyncio.Future[Any]:
-        """``make`` started now, not kept by key (the API handler it calls keeps its own
-        answers by version); its answer becomes ``latest(family)`` when it is done."""
+        """``make`` started before its key is known (``keep`` files it under one); its
+        answer becomes ``latest(family)`` when it is done."""
         task = asyncio.ensure_future(make())
         task.add_done_callback(self._remember(family))
         return task
+
+    def keep(self, key: Hashable, task: asyncio.Future[Any]) -> None:
+        """File a ``start``ed task under ``key``, unless a task for it is kept already."""
+        kept = self._tasks.get(key)
+        if kept is None or (kept.done() and (kept.cancelled() or kept.exception())):
+            task.add_done_callback(self._forget_failure(key))
+            self._tasks[key] = task
+            while len(self._tasks) > self.size:
+                self._tasks.popitem(last=False)
 
     def latest(self, family: Hashable) -> Any:
         """The newest answer finished for ``family`` (another version's), or None."""
@@ -419,16 +428,20 @@ async def compare_choose(call: WebCall) -> Response:
 
 
 async def compare_page(call: WebCall) -> Response:
-    """The comparison's statistics are asked for at once, beside the cases table: the page
-    waits for them when the two experiments are small enough (``INLINE_RUNS``), and
-    ``COMPARE_WAIT`` seconds otherwise."""
+    """The statistics are kept under the cases' score version; the first time a pair is
+    compared here they are asked for at once, beside the cases table, and kept under that
+    version when it is known. The page waits for them when the two experiments are small
+    enough (``INLINE_RUNS``), and ``COMPARE_WAIT`` seconds otherwise."""
     params = {"experiment": call.param("experiment"), "other": call.param("other")}
     filters = _query(call, "score", "changed")
     offset = call.request.query_params.get("offset") or "0"
+    kept = memo(call)
     family = ("compare", params["experiment"], params["other"])
-    computing = memo(call).start(
-        lambda: use(call, stats.experiments_compare, params=params), family=family
-    )
+
+    def make() -> Awaitable[Any]:
+        return use(call, stats.experiments_compare, params=params)
+
+    early = kept.start(make, family) if kept.latest(family) is None else None
     try:
         cases: wire.CaseComparison = await use(
             call,
@@ -437,10 +450,15 @@ async def compare_page(call: WebCall) -> Response:
             query={**filters, "offset": offset, "limit": PAGE_SIZE},
         )
     except BaseException:
-        computing.cancel()
+        if early is not None:
+            early.cancel()
         raise
+    key = (*family, cases.score_version)
+    if early is not None:
+        kept.keep(key, early)
     runs = cases.a.runs + cases.b.runs
-    comparison = await waited(computing, None if runs <= INLINE_RUNS else COMPARE_WAIT)
+    wait = None if runs <= INLINE_RUNS else COMPARE_WAIT
+    comparison = await kept.get(key, make, wait=wait, family=family)
     stale = False
     if comparison is None:  # not ready: an older comparison of the two, if any
         comparison = memo(call).latest(family)
