@@ -14,7 +14,10 @@ in through the login form and times with httpx:
 - ``10k first``: the first response of the big compare page;
 - ``10k complete``: until a response carried the whole table (the intervals and McNemar's
   test), asking again every 0.1 s while a page said it was still computing;
-- ``10k warm``: the median of five more requests.
+- ``10k warm``: the median of five more requests;
+- ``edge CPU`` and ``db CPU``: the CPU time the edge process and PostgreSQL's processes
+  used from the first request to the complete page (what the load of a shared machine
+  does not stretch the way it stretches wall time).
 
 A page is complete when its table of scores is there (``McNemar p``). It prints each
 round's figures, the load average before the round, and the medians with their ratio
@@ -54,7 +57,27 @@ from evalkit.sql import migrate
 
 HERE = Path(__file__).resolve().parent.parent
 COMPLETE = "McNemar p</th>"
-LABELS = ("small", "10k first", "10k complete", "10k warm")
+LABELS = ("small", "10k first", "10k complete", "10k warm", "edge CPU", "db CPU")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ms(pid: int) -> float:
+    """User and system CPU a process has used, in ms (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / TICKS
+
+
+def db_cpu_ms(postmaster: int) -> float:
+    """CPU used by the PostgreSQL server's processes (the postmaster's children)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == postmaster:
+            total += (int(fields[11]) + int(fields[12])) * 1000 / TICKS
+    return total
 
 
 def evalkit_command(*args: str) -> list[str]:
@@ -127,7 +150,7 @@ def timed_get(web: httpx.Client, path: str) -> tuple[float, str]:
     return elapsed, response.text
 
 
-def one_round(tree: Path, env: dict[str, str], ids: dict) -> dict[str, float]:
+def one_round(tree: Path, env: dict[str, str], ids: dict, postmaster: int) -> dict[str, float]:
     port = serve.free_port()
     edge = spawn(tree, ["server", "--no-worker", "--port", str(port)], env)
     url = f"http://127.0.0.1:{port}"
@@ -143,16 +166,19 @@ def one_round(tree: Path, env: dict[str, str], ids: dict) -> dict[str, float]:
             small, text = timed_get(web, f"/experiments/{sa}/compare/{sb}")
             small_complete = COMPLETE in text
             path = f"/experiments/{ba}/compare/{bb}"
+            edge_before, db_before = cpu_ms(edge.pid), db_cpu_ms(postmaster)
             began = time.perf_counter()
             first, text = timed_get(web, path)
             while COMPLETE not in text:
                 time.sleep(0.1)
                 _, text = timed_get(web, path)
             complete = (time.perf_counter() - began) * 1000
+            edge_cpu = cpu_ms(edge.pid) - edge_before
+            db_cpu = db_cpu_ms(postmaster) - db_before
             warm = statistics.median(timed_get(web, path)[0] for _ in range(5))
     finally:
         stop(edge)
-    found = dict(zip(LABELS, (small, first, complete, warm), strict=True))
+    found = dict(zip(LABELS, (small, first, complete, warm, edge_cpu, db_cpu), strict=True))
     found["small complete"] = float(small_complete)
     return found
 
@@ -176,6 +202,7 @@ def main() -> None:
             conn.execute("CREATE DATABASE bench")
         db_url = urlunsplit(urlsplit(cluster.admin_url)._replace(path="/bench"))
         migrate.upgrade(db_url)
+        postmaster = int((cluster.pgdata / "postmaster.pid").read_text().split()[0])
         env = dict(
             os.environ,
             EVALKIT_DATABASE_URL=db_url,
@@ -201,7 +228,7 @@ def main() -> None:
         for round_ in range(1, args.rounds + 1):
             for name in order:
                 load = os.getloadavg()[0]
-                found = one_round(trees[name], env, ids)
+                found = one_round(trees[name], env, ids, postmaster)
                 results[name].append(found)
                 row = "".join(f"{found[x]:>14.0f}" for x in LABELS)
                 whole = "" if found["small complete"] else "  (small: not complete)"
