@@ -461,7 +461,7 @@ async def compare_page(call: WebCall) -> Response:
     comparison = await kept.get(key, make, wait=wait, family=family)
     stale = False
     if comparison is None:  # not ready: an older comparison of the two, if any
-        comparison = memo(call).latest(family)
+        comparison = kept.latest(family)
         stale = comparison is not None
     regressions: list[tuple[str, Any]] = []
     if comparison is not None:
