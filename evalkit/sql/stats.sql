@@ -15,15 +15,16 @@ ORDER BY r.id;
 
 -- name: score_columns_for_experiment :many
 -- The scores of an experiment's runs in the given round, one row per score name with a
--- column of each field (50,000 rows of 10,000 runs come back as a handful of arrays, in
--- no particular order, the same in every column); raw only where the statistics read it:
--- a gauge's JSON number, as text.
+-- column of each field the statistics read (50,000 rows of 10,000 runs come back as a
+-- handful of arrays, in no particular order, the same in every column): whether the row
+-- is a gauge's, was skipped, carries an error; raw only where it is read, a gauge's JSON
+-- number, as text.
 SELECT s.name,
        array_agg(s.run_id) AS run_ids,
        array_agg(s.value) AS vals,
-       array_agg(s.kind) AS kinds,
-       array_agg(s.skipped) AS skipped,
-       array_agg(s.error) AS errors,
+       array_agg(s.kind = 'gauge') AS gauge,
+       array_agg(s.skipped IS NOT NULL) AS skipped,
+       array_agg(COALESCE(s.error, '') <> '') AS errored,
        array_agg(CASE WHEN s.kind = 'gauge' AND jsonb_typeof(s.raw) = 'number'
                       THEN s.raw #>> '{}' END) AS raws
 FROM runs r

@@ -6,7 +6,8 @@ import asyncio
 
 from evalkit.db import Conn, Row
 from evalkit.errors import NotFound
-from evalkit.scoring.stats import ExperimentReadings, RunKey, ScoreRow
+from evalkit.scoring.arrays import ScoreColumns
+from evalkit.scoring.stats import ExperimentReadings, RunKey
 
 
 async def _scoring_of(conn: Conn, experiment_id: int) -> Row:
@@ -33,46 +34,35 @@ async def readings_version(conn: Conn, experiment_id: int) -> tuple[int, int, in
 async def experiment_readings(conn: Conn, experiment_id: int) -> ExperimentReadings:
     """Runs (case, repetition) and score rows of the experiment's current round.
 
-    The scores come as one row of columns per score name (reading 50,000 rows one by one,
-    each with its raw JSON decoded, took most of a summary's time). A row's ``raw`` is
-    given only where the statistics read it, a gauge's JSON number (as a float); it is
-    None elsewhere."""
+    The scores come as one row of arrays per score name (reading 50,000 rows one by one,
+    each with its raw JSON decoded, took most of a summary's time) and become numpy
+    columns (:class:`ScoreColumns`), never one object per row. A row's raw is given only
+    where the statistics read it, a gauge's JSON number (as text)."""
     experiment = await _scoring_of(conn, experiment_id)
     round_ = experiment["scoring_round"]
     keys = await conn.all("run_keys_for_experiment", experiment_id=experiment_id)
     columns = await conn.all(
         "score_columns_for_experiment", experiment_id=experiment_id, round=round_
     )
-    # Off the event loop: made on it, 50,000 rows held up every other request for a while.
-    scores = await asyncio.to_thread(_score_rows, columns)
+    # Off the event loop: 10,000 runs and 50,000 scores are some milliseconds of work.
+    runs, by_name = await asyncio.to_thread(_readings, keys, columns)
     return ExperimentReadings(
         experiment_id=experiment_id,
         round=round_,
         repetitions=experiment["repetitions"],
-        runs=[
-            RunKey(k["run_id"], k["case_id"], k["repetition"], k["state"], k["error"]) for k in keys
-        ],
-        rows=scores,
+        runs=runs,
+        columns=by_name,
     )
 
 
-def _score_rows(columns: list[Row]) -> list[ScoreRow]:
-    scores: list[ScoreRow] = []
-    for c in columns:
-        name = c["name"]
-        raws = [None if raw is None else float(raw) for raw in c["raws"]]
-        scores.extend(
-            ScoreRow(
-                run_id=run_id,
-                name=name,
-                value=value,
-                kind=kind,
-                skipped=skipped,
-                error=error,
-                raw=raw,
-            )
-            for run_id, value, kind, skipped, error, raw in zip(
-                c["run_ids"], c["vals"], c["kinds"], c["skipped"], c["errors"], raws, strict=True
-            )
+def _readings(keys: list[Row], columns: list[Row]) -> tuple[list[RunKey], dict[str, ScoreColumns]]:
+    runs = [
+        RunKey(k["run_id"], k["case_id"], k["repetition"], k["state"], k["error"]) for k in keys
+    ]
+    by_name = {
+        c["name"]: ScoreColumns.from_database(
+            c["run_ids"], c["vals"], c["gauge"], c["skipped"], c["errored"], c["raws"]
         )
-    return scores
+        for c in sorted(columns, key=lambda c: c["name"])
+    }
+    return runs, by_name

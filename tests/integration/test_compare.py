@@ -377,10 +377,13 @@ async def test_readings_are_the_scores_table(engine, pair):
         )
 
     def shape(data: stats.ExperimentReadings) -> tuple[list, list]:
-        fields = ("run_id", "name", "value", "kind", "skipped", "error")
-        read = ("reading", "measurement", "is_reading")
-        rows = sorted(tuple(getattr(r, f) for f in (*fields, *read)) for r in data.rows)
-        return sorted((k.run_id, k.case_id, k.repetition) for k in data.runs), rows
+        """Runs, and every row as the statistics read it (NaN as None, to compare)."""
+        fields = ("run_ids", "readings", "measurements", "gauge", "skipped", "errored")
+        rows = []
+        for name, columns in data.by_name().items():
+            for row in zip(*(getattr(columns, f).tolist() for f in fields), strict=True):
+                rows.append((name, *(None if x != x else x for x in row)))
+        return sorted((k.run_id, k.case_id, k.repetition) for k in data.runs), sorted(rows)
 
     database = Database(engine.db_url)
     await database.open()
@@ -391,7 +394,7 @@ async def test_readings_are_the_scores_table(engine, pair):
         await database.close()
     a_rows, b_rows = by_rows(pair[0]), by_rows(pair[1])
     assert shape(a) == shape(a_rows) and shape(b) == shape(b_rows)
-    measured = {r.measurement for r in a.rows if r.name == "odd_gauge"}
+    measured = {None if x != x else x for x in a.by_name()["odd_gauge"].measurements.tolist()}
     assert measured == {
         7.0,
         None,

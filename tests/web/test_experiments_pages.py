@@ -19,7 +19,8 @@ import pytest
 
 from evalkit.harness.reference import Behaviour
 from evalkit.otel.mapping import load_starter
-from evalkit.web.pages.experiments import Memo
+from evalkit.web.pages import experiments as experiments_page
+from evalkit.web.pages.experiments import FMT, Memo
 from tests.conftest import ADMIN_PASSWORD, with_database
 from tests.integration.datasets_helpers import add_user, admin_api
 from tests.integration.runs_helpers import create_agent, engine_server, harness, wait_finished
@@ -484,6 +485,116 @@ def test_browser_compare_two(seeded, page, log_in):
     page.shot("compare-phone")
 
 
+def score_cells(score: dict) -> list[str]:
+    """The cells of a score's row on the compare page, as it shows a score of
+    ``evalkit experiments compare --json``."""
+    name = score["name"]
+
+    def interval(ci: dict | None, show=lambda x: f"{x:.3f}") -> str:
+        return f" [{show(ci['low'])}, {show(ci['high'])}]" if ci else ""
+
+    def mean(value: float | None, ci: dict | None, form: str = ".3f") -> str:
+        return "—" if value is None else f"{value:{form}}" + interval(ci)
+
+    def measured(value: float | None, ci: dict | None, sign: str = "") -> str:
+        def show(x: float) -> str:
+            return FMT.measure(name, x)
+
+        return "—" if value is None else sign + show(value) + interval(ci, show)
+
+    a, b = score["a"] or {}, score["b"] or {}
+    if score["kind"] == "gauge":
+        diff = score["raw_diff"]
+        return [
+            f"{name} gauge",
+            measured(a.get("raw_mean"), a.get("raw_mean_ci")),
+            measured(b.get("raw_mean"), b.get("raw_mean_ci")),
+            measured(diff, score["raw_diff_ci"], "+" if (diff or 0) >= 0 else ""),
+            *["—"] * 4,
+            str(score["raw_paired"]),
+        ]
+    only = (score["only_a"], score["only_b"])
+    return [
+        name,
+        mean(a.get("mean"), a.get("mean_ci")),
+        mean(b.get("mean"), b.get("mean_ci")),
+        mean(score["mean_diff"], score["mean_diff_ci"], "+.3f"),
+        f"{FMT.pct(a.get('pass_rate'))} → {FMT.pct(b.get('pass_rate'))}",
+        str(len(score["regressions"])),
+        str(len(score["improvements"])),
+        FMT.p(score["mcnemar_p"]),
+        f"{score['paired']}" + (" (+{}/{})".format(*only) if any(only) else ""),
+    ]
+
+
+def test_browser_compare_is_complete_on_first_view_and_agrees_with_the_cli(
+    seeded, page, log_in, cli
+):
+    """Two small experiments compared for the first time (A against baseline B: no other
+    test compares them this way round): the first response is the whole table, intervals
+    and tests included, with no "Computing" notice and no reload asked for, however short
+    the wait for larger experiments (0 here: a page of few runs waits for its statistics
+    instead of racing a timer); and every number in it is what
+    `evalkit experiments compare --json` prints."""
+    url = seeded.server.url
+    log_in(url)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(experiments_page, "COMPARE_WAIT", 0)
+        first = page.goto(f"{url}/experiments/{seeded.b}/compare/{seeded.a}")
+    assert first is not None and first.status == 200
+    assert "refresh" not in first.headers
+    assert page.get_by_text("Computing the intervals").count() == 0
+    assert page.get_by_role("heading", name="Regressions").is_visible()
+    page.shot("compare-first-view")
+
+    cli.monkeypatch.setenv("EVALKIT_SERVER_URL", url)
+    cli.monkeypatch.setenv("EVALKIT_TOKEN", seeded.token)
+    result = cli("experiments", "compare", str(seeded.b), str(seeded.a), "--json")
+    assert result.code == 0, result.err
+    scores = result.json["scores"]
+    assert [s["name"] for s in scores] == ["cost", "exact_match", "latency", "tool_calls"]
+    assert page.locator("tr[data-score]").count() == len(scores)
+    for score in scores:
+        cells = page.locator(f'tr[data-score="{score["name"]}"] td').all_inner_texts()
+        assert [" ".join(cell.split()) for cell in cells] == score_cells(score), score["name"]
+    exact_match = next(s for s in scores if s["name"] == "exact_match")
+    assert exact_match["mean_diff_ci"] is not None and len(exact_match["regressions"]) == 1
+
+
+def test_browser_a_page_still_computing_says_so_and_reloads_itself(seeded, page, log_in):
+    """Above ``INLINE_RUNS`` runs a compare page waits ``COMPARE_WAIT`` seconds for its
+    statistics (both set to 0 here, as for experiments too large to wait for). Once a new
+    score comes in, the page shows the statistics it has, says newer ones are being
+    computed and asks to be reloaded (Refresh: 2); the browser reloads it by itself until
+    the new score's row is in, with no reload from the test."""
+    server, token = seeded.server, seeded.token
+    with harness() as ref:
+        create_agent(server, token, "dev", "again2", ref.url)
+        a = start(server, token, dataset="finance@dev", agent="again2@dev", case_ids=["add"])
+        b = start(server, token, dataset="finance@dev", agent="again2@dev", case_ids=["add"])
+    url = server.url
+    log_in(url)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(experiments_page, "INLINE_RUNS", 0)
+        patch.setattr(experiments_page, "COMPARE_WAIT", 0)
+        page.goto(f"{url}/experiments/{a}/compare/{b}")
+        page.wait_for_selector('tr[data-score="exact_match"]')  # perhaps after reloads
+        [run] = seeded.api(f"/api/experiments/{b}/runs").json()["runs"]
+        with psycopg.connect(server.db_url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO scores (run_id, round, name, value, evaluator) "
+                "VALUES (%s, 1, 'late_check', 1.0, 'test')",
+                [run["id"]],
+            )
+        stale = page.goto(f"{url}/experiments/{a}/compare/{b}")
+        assert stale is not None and stale.headers.get("refresh") == "2"
+        notice = page.get_by_text("newer ones are being computed")
+        assert notice.is_visible() and "reloads by itself" in notice.inner_text()
+        assert page.locator('tr[data-score="late_check"]').count() == 0
+        page.wait_for_selector('tr[data-score="late_check"]', timeout=15_000)
+        assert page.get_by_text("newer ones are being computed").count() == 0
+
+
 def test_browser_start_an_experiment(seeded, page, log_in):
     url = seeded.server.url
     log_in(url, "alice", "alice-password")
@@ -555,6 +666,18 @@ def test_memo_computes_once_and_forgets_failures():
         assert await memo.get(("v", 2), newer, wait=0.01, family="v") is None
         assert memo.latest("v") == 42  # the older version's answer, while the newer computes
         assert await memo.get(("v", 2), newer, family="v") == 43 and memo.latest("v") == 43
+
+        # Started before its key is known (a page's first comparison), then kept under it.
+        early = memo.start(newer, family="w")
+        assert memo.latest("w") is None
+        memo.keep(("w", 1), early)
+        assert await memo.get(("w", 1), slow, family="w") == 43 and memo.latest("w") == 43
+        assert len(calls) == 5  # the kept task answered: slow was not called
+        failing = memo.start(broken, family="f")
+        memo.keep(("f", 1), failing)
+        with pytest.raises(ValueError):
+            await failing
+        assert await memo.get(("f", 1), slow, family="f") == 42  # a failure is not kept
 
     # A thread of its own: Playwright's sync API may hold this thread's event loop.
     with ThreadPoolExecutor(1) as pool:

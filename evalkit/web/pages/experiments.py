@@ -1,11 +1,14 @@
 """Experiments: the list (filters, start form, score trend of a dataset), one experiment
 (scores with intervals and pass@k, charts, its runs), two side by side, and schedules.
 
-Every number comes from an API handler called as the page's user (``use``). The slow
-statistics (the summary and, above all, the comparison's bootstrap) are kept in memory
-under a key that changes whenever a score is added, so a page shows them again without
-recomputing; a page whose statistics are not ready within a moment renders without them
-(the runs and cases are there) and reloads itself until they are."""
+Every number comes from an API handler called as the page's user (``use``), the same
+handler the CLI's ``experiments scores`` and ``compare`` read, so a page shows the CLI's
+numbers. The statistics (the summary, and the comparison with its paired bootstrap) are
+kept in the server's memory under a key that changes whenever a score is added. A page of
+experiments of up to ``INLINE_RUNS`` runs waits for them, so it is complete on its first
+view (two 10,000-run experiments take well under a second); a page of more runs waits a
+few seconds, then renders without them (the runs and cases are there), says what it is
+computing, and reloads itself until they are in."""
 
 from __future__ import annotations
 
@@ -24,17 +27,25 @@ from evalkit.errors import BadRequest
 from evalkit.model import run_list as wire
 from evalkit.model.runs import RUN_STATES, ExperimentCreate
 from evalkit.model.schedules import ScheduleCreate
+from evalkit.scoring.stats import BOOTSTRAP_RESAMPLES
 from evalkit.web import charts
 from evalkit.web.page import Page, WebCall, form_struct, use
 
 PAGE_SIZE = 50
 TREND_SIZE = 30
-COMPARE_WAIT = 0.15
-"""Seconds a compare page waits for the statistics before it renders without them."""
+INLINE_RUNS = 40_000
+"""Runs (of both experiments, for a comparison) up to which a page waits for its
+statistics however long they take: for two experiments of 10,000 runs they take a few
+hundred milliseconds (benchmarks/compare_page.py)."""
+COMPARE_WAIT = 3.0
+"""Seconds a compare page of more runs waits for the statistics before it renders without
+them (they go on being computed, and the page reloads itself until they are in)."""
+SUMMARY_WAIT = 1.0
+"""The same for the score summary of an experiment of more runs."""
+REFRESH_SECONDS = "2"
+"""How often a page still computing its statistics reloads itself (the Refresh header)."""
 REGRESSIONS_SHOWN = 100
 """Regressions listed on a compare page (the cases table pages through every one)."""
-SUMMARY_WAIT = 0.15
-"""The same for an experiment page's score summary."""
 
 
 class Memo:
@@ -66,12 +77,23 @@ class Memo:
             while len(self._tasks) > self.size:
                 self._tasks.popitem(last=False)
         self._tasks.move_to_end(key)
-        if wait is None:
-            return await asyncio.shield(task)
-        try:
-            return await asyncio.wait_for(asyncio.shield(task), wait)
-        except TimeoutError:
-            return None
+        return await waited(task, wait)
+
+    def start(self, make: Callable[[], Awaitable[Any]], family: Hashable) -> asyncio.Future[Any]:
+        """``make`` started before its key is known (``keep`` files it under one); its
+        answer becomes ``latest(family)`` when it is done."""
+        task = asyncio.ensure_future(make())
+        task.add_done_callback(self._remember(family))
+        return task
+
+    def keep(self, key: Hashable, task: asyncio.Future[Any]) -> None:
+        """File a ``start``ed task under ``key``, unless a task for it is kept already."""
+        kept = self._tasks.get(key)
+        if kept is None or (kept.done() and (kept.cancelled() or kept.exception())):
+            task.add_done_callback(self._forget_failure(key))
+            self._tasks[key] = task
+            while len(self._tasks) > self.size:
+                self._tasks.popitem(last=False)
 
     def latest(self, family: Hashable) -> Any:
         """The newest answer finished for ``family`` (another version's), or None."""
@@ -79,6 +101,7 @@ class Memo:
 
     def _remember(self, family: Hashable) -> Callable[[asyncio.Future[Any]], None]:
         def done(task: asyncio.Future[Any]) -> None:
+            # Reading the exception marks it seen: a page may have stopped waiting.
             if not task.cancelled() and task.exception() is None:
                 self._latest[family] = task.result()
                 self._latest.move_to_end(family)
@@ -94,6 +117,16 @@ class Memo:
                 del self._tasks[key]
 
         return done
+
+
+async def waited(task: asyncio.Future[Any], wait: float | None) -> Any:
+    """The task's answer; None when ``wait`` seconds pass first (it goes on, shielded)."""
+    if wait is None:
+        return await asyncio.shield(task)
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), wait)
+    except TimeoutError:
+        return None
 
 
 def memo(call: WebCall) -> Memo:
@@ -300,7 +333,7 @@ async def experiment_page(call: WebCall) -> Response:
         memo(call).get(
             ("scores", e.id, page.score_version),
             lambda: use(call, stats.experiment_scores, params=params),
-            wait=SUMMARY_WAIT,
+            wait=None if e.runs <= INLINE_RUNS else SUMMARY_WAIT,
             family=("scores", e.id),
         ),
         memo(call).get(
@@ -343,8 +376,8 @@ async def experiment_page(call: WebCall) -> Response:
         others=others,
         states=RUN_STATES,
     )
-    if summary is None:
-        response.headers["refresh"] = "2"
+    if summary is None or stale:
+        response.headers["refresh"] = REFRESH_SECONDS
     return response
 
 
@@ -395,25 +428,40 @@ async def compare_choose(call: WebCall) -> Response:
 
 
 async def compare_page(call: WebCall) -> Response:
+    """The statistics are kept under the cases' score version; the first time a pair is
+    compared here they are asked for at once, beside the cases table, and kept under that
+    version when it is known. The page waits for them when the two experiments are small
+    enough (``INLINE_RUNS``), and ``COMPARE_WAIT`` seconds otherwise."""
     params = {"experiment": call.param("experiment"), "other": call.param("other")}
     filters = _query(call, "score", "changed")
     offset = call.request.query_params.get("offset") or "0"
-    cases: wire.CaseComparison = await use(
-        call,
-        run_list.experiments_compare_cases,
-        params=params,
-        query={**filters, "offset": offset, "limit": PAGE_SIZE},
-    )
-    family = ("compare", cases.a.id, cases.b.id)
-    comparison = await memo(call).get(
-        (*family, cases.score_version),
-        lambda: use(call, stats.experiments_compare, params=params),
-        wait=COMPARE_WAIT,
-        family=family,
-    )
+    kept = memo(call)
+    family = ("compare", params["experiment"], params["other"])
+
+    def make() -> Awaitable[Any]:
+        return use(call, stats.experiments_compare, params=params)
+
+    early = kept.start(make, family) if kept.latest(family) is None else None
+    try:
+        cases: wire.CaseComparison = await use(
+            call,
+            run_list.experiments_compare_cases,
+            params=params,
+            query={**filters, "offset": offset, "limit": PAGE_SIZE},
+        )
+    except BaseException:
+        if early is not None:
+            early.cancel()
+        raise
+    key = (*family, cases.score_version)
+    if early is not None:
+        kept.keep(key, early)
+    runs = cases.a.runs + cases.b.runs
+    wait = None if runs <= INLINE_RUNS else COMPARE_WAIT
+    comparison = await kept.get(key, make, wait=wait, family=family)
     stale = False
     if comparison is None:  # not ready: an older comparison of the two, if any
-        comparison = memo(call).latest(family)
+        comparison = kept.latest(family)
         stale = comparison is not None
     regressions: list[tuple[str, Any]] = []
     if comparison is not None:
@@ -426,13 +474,14 @@ async def compare_page(call: WebCall) -> Response:
         cases=cases,
         comparison=comparison,
         stale=stale,
+        resamples=BOOTSTRAP_RESAMPLES,
         regressions=regressions[:REGRESSIONS_SHOWN],
         regression_count=len(regressions),
         filters=filters,
         pager=pager(cases.total, cases.offset, cases.limit, filters, "#cases"),
     )
-    if comparison is None:
-        response.headers["refresh"] = "2"
+    if comparison is None or stale:
+        response.headers["refresh"] = REFRESH_SECONDS
     return response
 
 
