@@ -3,6 +3,10 @@
 Nothing above this module sees psycopg: integrity errors become :class:`IntegrityError`
 carrying the constraint name, values the database cannot hold become :class:`ValueRefused`,
 connection failures become :class:`DatabaseError`.
+
+Large JSON documents (trajectories) pass through as text: :class:`JsonBytes` sends bytes
+that already are JSON as a ``jsonb`` parameter, and :meth:`Conn.one_json_bytes` returns
+``json`` columns as their text's bytes, for the caller to decode into its own types.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
+from psycopg.abc import Buffer
+from psycopg.adapt import Dumper, Loader
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -21,6 +27,31 @@ from evalkit.errors import DatabaseError, EvalkitError
 from evalkit.sql import queries
 
 Row = dict[str, Any]
+
+
+class JsonBytes:
+    """A ``jsonb`` parameter given as the bytes of its JSON text, sent as they are (no decode
+    and encode again: a str of a large document takes up to 4 bytes a character)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+class _JsonBytesDumper(Dumper):
+    oid = psycopg.adapters.types["jsonb"].oid
+
+    def dump(self, obj: JsonBytes) -> bytes:
+        return obj.data
+
+
+class _JsonBytesLoader(Loader):
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
+
+
+psycopg.adapters.register_dumper(JsonBytes, _JsonBytesDumper)
 
 
 class IntegrityError(EvalkitError):
@@ -57,6 +88,12 @@ class Conn:
         async with self._run(query, params) as cur:
             return await cur.fetchone()
 
+    async def one_json_bytes(self, query: str, /, **params: Any) -> Row | None:
+        """:meth:`one`, with each ``json`` column (``x::json``, not ``jsonb``) as the bytes
+        of its text: the caller decodes it into its own types, with no generic copy."""
+        async with self._run(query, params, json_bytes=True) as cur:
+            return await cur.fetchone()
+
     async def all(self, query: str, /, **params: Any) -> list[Row]:
         async with self._run(query, params) as cur:
             return await cur.fetchall()
@@ -73,10 +110,12 @@ class Conn:
 
     @asynccontextmanager
     async def _run(
-        self, name: str, params: dict[str, Any]
+        self, name: str, params: dict[str, Any], *, json_bytes: bool = False
     ) -> AsyncIterator[psycopg.AsyncCursor[Row]]:
         try:
             async with self.raw.cursor() as cur:
+                if json_bytes:
+                    cur.adapters.register_loader("json", _JsonBytesLoader)
                 await cur.execute(queries[name], params)
                 yield cur
         except psycopg.errors.IntegrityError as exc:

@@ -2,7 +2,8 @@
 
 Decode untrusted input with :func:`parse_trajectory` (it reports every broken rule in
 one :class:`AtifValidationError`), or call :func:`validate_trajectory` on decoded JSON
-to get the list of :class:`AtifError` without raising.
+to get the list of :class:`AtifError` without raising (:func:`validate_json` on JSON text,
+holding one step's decoded objects at a time).
 """
 
 from evalkit.atif.model import (
@@ -31,6 +32,7 @@ from evalkit.atif.validate import (
     AtifValidationError,
     parse_trajectory,
     trajectory_json_schema,
+    validate_json,
     validate_trajectory,
 )
 
@@ -59,5 +61,6 @@ __all__ = [
     "parse_trajectory",
     "summarize",
     "trajectory_json_schema",
+    "validate_json",
     "validate_trajectory",
 ]

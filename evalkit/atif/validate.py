@@ -2,7 +2,9 @@
 
 :func:`validate_trajectory` walks the decoded JSON itself (rather than stopping at the
 first decode error), so one call lists all type, shape and cross-field problems.
-:func:`parse_trajectory` validates and then builds the typed :class:`Trajectory`.
+:func:`validate_json` does the same walk over JSON text while holding one step's decoded
+objects at a time, and :func:`parse_trajectory` validates and then builds the typed
+:class:`Trajectory`.
 
 The rules follow the reference implementation (Harbor) and add the checks its format
 description asks for but it leaves out: unique tool call ids, refs that resolve, sane
@@ -27,6 +29,7 @@ __all__ = [
     "AtifValidationError",
     "parse_trajectory",
     "trajectory_json_schema",
+    "validate_json",
     "validate_trajectory",
 ]
 
@@ -106,6 +109,11 @@ _FINAL_METRICS: Final = {
 }
 
 _JSON: Final = msgspec.json.Decoder()
+_MEMBERS: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ITEMS: Final = msgspec.json.Decoder(list[msgspec.Raw])
+_LISTS: Final = ("steps", "subagent_trajectories")
+"""The members of a trajectory that :func:`validate_json` keeps as one undecoded JSON text
+per element, decoded when the walk reaches it."""
 _SOURCES: Final = ("system", "user", "agent")
 _AGENT_ONLY: Final = (
     "model_name",
@@ -167,18 +175,36 @@ def validate_trajectory(
     return state.report.errors
 
 
+def validate_json(
+    data: bytes | str, *, base_dir: str | os.PathLike[str] | None = None
+) -> list[AtifError]:
+    """``validate_trajectory(msgspec.json.decode(data))``, without holding the decoded
+    document: the steps (and embedded subagent trajectories) stay views of ``data`` until
+    the walk reaches them, and each is dropped once walked. Raises what decoding ``data``
+    raises (``msgspec.DecodeError``, ``RecursionError``, ``UnicodeDecodeError`` for bytes
+    that are not UTF-8) when it is not JSON, whichever part of it is broken.
+    """
+    try:
+        return validate_trajectory(_open_document(data), base_dir=base_dir)
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        # Some part does not decode: decode it whole, so the error is the one decoding
+        # the whole text gives (and, should it decode after all, validate it whole).
+        return validate_trajectory(_JSON.decode(data), base_dir=base_dir)
+
+
 def parse_trajectory(
     data: bytes | str | dict[str, Any], *, base_dir: str | os.PathLike[str] | None = None
 ) -> Trajectory:
     """Decode (if needed), validate and convert ``data``; raise AtifValidationError if invalid.
 
-    ``base_dir`` is passed on to :func:`validate_trajectory` (media file checks).
+    ``base_dir`` is passed on to :func:`validate_trajectory` (media file checks). JSON text
+    is validated with :func:`validate_json` and then decoded straight into the Structs, so
+    no generic decoded copy of it is held.
     """
-    doc: object = data
     if isinstance(data, bytes | str):
         try:
-            doc = _JSON.decode(data)
-        except (msgspec.DecodeError, RecursionError) as exc:
+            errors = validate_json(data, base_dir=base_dir)
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:
             raise AtifValidationError(
                 [
                     AtifError(
@@ -188,15 +214,21 @@ def parse_trajectory(
                     )
                 ]
             ) from None
-    errors = validate_trajectory(doc, base_dir=base_dir)
+    else:
+        errors = validate_trajectory(data, base_dir=base_dir)
     if errors:
         raise AtifValidationError(errors)
     try:
-        return msgspec.convert(doc, Trajectory)
+        if isinstance(data, bytes | str):
+            return _TYPED.decode(data)
+        return msgspec.convert(data, Trajectory)
     except msgspec.ValidationError as exc:  # a gap between the walker and the Structs
         text = str(exc)
         path = text.rsplit(" - at `$", 1)[1].rstrip("`").lstrip(".") if " - at `$" in text else ""
         raise AtifValidationError([AtifError(path, "type", text)]) from None
+
+
+_TYPED: Final = msgspec.json.Decoder(Trajectory)
 
 
 def trajectory_json_schema() -> dict[str, Any]:
@@ -211,6 +243,48 @@ def trajectory_json_schema() -> dict[str, Any]:
         "title": "ATIF trajectory accepted by evalkit",
         **schema,
     }
+
+
+# --- lazily decoded documents ---------------------------------------------------------
+
+
+def _open_document(data: bytes | str | msgspec.Raw) -> object:
+    """A trajectory's JSON as the walker reads it: each member decoded, except the elements
+    of ``steps`` and ``subagent_trajectories``, which stay ``msgspec.Raw`` views of ``data``
+    (see :func:`_opened`). Anything that is not an object is decoded as it is."""
+    try:
+        members = _MEMBERS.decode(data)
+    except msgspec.ValidationError:  # valid JSON, not an object
+        return _JSON.decode(data)
+    return {name: _open_member(name, raw) for name, raw in members.items()}
+
+
+def _open_member(name: str, raw: msgspec.Raw) -> object:
+    if name in _LISTS:
+        try:
+            return _ITEMS.decode(raw)
+        except msgspec.ValidationError:  # not an array: the walker says so
+            pass
+    return _JSON.decode(raw)
+
+
+def _opened(node: object) -> object:
+    """An element of ``steps`` decoded, or of ``subagent_trajectories`` opened, when the walk
+    reaches it (``validate_trajectory``'s input holds decoded JSON and passes through)."""
+    return _JSON.decode(node) if isinstance(node, msgspec.Raw) else node
+
+
+def _decode_rest(node: object) -> None:
+    """Decode what the walk leaves out (subagents nested too deep), so that a document whose
+    text does not decode fails as its whole text does."""
+    if isinstance(node, msgspec.Raw):
+        _JSON.decode(node)
+    elif isinstance(node, dict):
+        for name in _LISTS:
+            items = node.get(name)
+            if isinstance(items, list):
+                for item in items:
+                    _decode_rest(item)
 
 
 # --- walkers -------------------------------------------------------------------------
@@ -239,6 +313,7 @@ def _set_version(report: Report, node: object, path: str) -> None:
 def _trajectory(state: _Doc, node: object, path: str, depth: int) -> None:
     report = state.report
     if depth > MAX_SUBAGENT_DEPTH:
+        _decode_rest(node)
         report.add(
             path,
             "nesting-too-deep",
@@ -281,7 +356,7 @@ def _trajectory_body(
             )
         traj = _Traj()
         for i, step in enumerate(steps):
-            _step(state, traj, step, at(steps_path, i), i)
+            _step(state, traj, _opened(step), at(steps_path, i), i)
     if "final_metrics" in t:
         _final_metrics(report, t, key(path, "final_metrics"), steps)
     if "subagent_trajectories" in t:
@@ -291,8 +366,9 @@ def _trajectory_body(
 def _subagents(state: _Doc, children: list[Any], path: str, depth: int) -> None:
     report = state.report
     first_seen: dict[str, str] = {}
-    for i, child in enumerate(children):
+    for i, item in enumerate(children):
         cpath = at(path, i)
+        child = _open_document(item) if isinstance(item, msgspec.Raw) else item
         if isinstance(child, dict):
             tid = child.get("trajectory_id")
             if tid is None:

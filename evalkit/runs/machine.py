@@ -349,12 +349,11 @@ async def _collect(work: RunWork, env: Env) -> Step:
         # After a timeout the trajectory is fetched once: what comes is what is kept.
         record = TrajectoryRecord(source="harness", partial=partial, fetch_error=str(exc))
         return Step(transition(work, "scoring", trajectory=record))
-    text = raw.decode("utf-8", "replace")
     return Step(
         transition(
             work,
             "scoring",
-            trajectory=TrajectoryRecord(source="harness", raw=text, partial=partial),
+            trajectory=TrajectoryRecord(source="harness", received=raw, partial=partial),
         )
     )
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -126,35 +126,15 @@ def _no_trajectory(ctx: RunContext) -> str:
             f"the run's trajectory is not valid ATIF, so it was not read "
             f"(see `evalkit runs show {ctx.run_id}`)"
         )
-    if ctx.trajectory is not None:
+    if ctx.trajectory_unreadable:
         return "the run's trajectory could not be read as ATIF"
     if not ctx.provides.trajectory:
         return "the agent provides no trajectory (provides.trajectory is false)"
     return "no trajectory was collected for this run"
 
 
-_CACHE_SIZE = 16
-_converted: OrderedDict[int, tuple[dict[str, Any], Trajectory | None]] = OrderedDict()
-"""The last trajectories read, by the identity of their JSON (held, so an id is not reused
-while cached): the evaluators of one run read its trajectory once, not once each."""
-
-
 def _trajectory(ctx: RunContext) -> Trajectory | None:
-    doc = ctx.trajectory
-    if doc is None or ctx.trajectory_valid is False:
-        return None
-    hit = _converted.get(id(doc))
-    if hit is not None and hit[0] is doc:
-        _converted.move_to_end(id(doc))
-        return hit[1]
-    try:
-        traj: Trajectory | None = msgspec.convert(doc, Trajectory)
-    except (msgspec.ValidationError, ValueError):
-        traj = None
-    _converted[id(doc)] = (doc, traj)
-    while len(_converted) > _CACHE_SIZE:
-        _converted.popitem(last=False)
-    return traj
+    return None if ctx.trajectory_valid is False else ctx.trajectory
 
 
 def _must_trajectory(ctx: RunContext) -> Trajectory:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from evalkit.atif.model import FinalMetrics, ImagePart, Message, Step, TextPart, Trajectory
 from evalkit.cases.model import JudgeConfig, canonical_json
 from evalkit.scoring.model import RunContext
 
@@ -170,50 +171,40 @@ def _answer_text(ctx: RunContext) -> str:
     return ONLY_OUTPUT_TEXT if ctx.output is not None else NO_ANSWER_TEXT
 
 
-def _message_text(message: Any) -> str:
-    if isinstance(message, str):
-        return message
-    if isinstance(message, list):
-        parts = []
-        for part in message:
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind == "text":
-                parts.append(str(part.get("text", "")))
-            elif kind in ("image", "audio"):
-                parts.append(f"[{kind}]")
-        return " ".join(parts)
-    return "" if message is None else str(message)
+def _message_text(message: Message | None) -> str:
+    if message is None or isinstance(message, str):
+        return message or ""
+    parts = []
+    for part in message:
+        if isinstance(part, TextPart):
+            parts.append(part.text)
+        else:
+            parts.append(f"[{'image' if isinstance(part, ImagePart) else 'audio'}]")
+    return " ".join(parts)
 
 
 def _one_line(text: str, limit: int) -> str:
     return _cut(" ".join(text.split()), limit)
 
 
-def _step_lines(step: dict[str, Any], thinking: bool) -> list[str]:
-    source = step.get("source", "?")
-    text = _one_line(_message_text(step.get("message")), MAX_STEP_TEXT)
-    model = step.get("model_name")
-    who = f"{source} ({model})" if source == "agent" and model else str(source)
-    lines = [
-        f"[{step.get('step_id', '?')}] {who}: {text}"
-        if text
-        else f"[{step.get('step_id', '?')}] {who}"
-    ]
-    if thinking and step.get("reasoning_content"):
-        lines.append(f"    thinking: {_one_line(str(step['reasoning_content']), MAX_REASONING)}")
+def _step_lines(step: Step, thinking: bool) -> list[str]:
+    text = _one_line(_message_text(step.message), MAX_STEP_TEXT)
+    model = step.model_name
+    who = f"{step.source} ({model})" if step.source == "agent" and model else step.source
+    lines = [f"[{step.step_id}] {who}: {text}" if text else f"[{step.step_id}] {who}"]
+    if thinking and step.reasoning_content:
+        lines.append(f"    thinking: {_one_line(step.reasoning_content, MAX_REASONING)}")
     names: dict[str, str] = {}
-    for call in step.get("tool_calls") or ():
-        name = str(call.get("function_name", "?"))
-        names[str(call.get("tool_call_id"))] = name
-        args = canonical_json(call.get("arguments", {})).decode()
-        lines.append(f"    call {name} {_cut(args, MAX_ARGUMENTS)}")
-    observation = step.get("observation") or {}
-    for result in observation.get("results") or ():
-        source_id = result.get("source_call_id")
-        label = f"result of {names.get(str(source_id), source_id)}" if source_id else "result"
-        content = result.get("content")
+    for call in step.tool_calls or ():
+        names[call.tool_call_id] = call.function_name
+        args = canonical_json(call.arguments).decode()
+        lines.append(f"    call {call.function_name} {_cut(args, MAX_ARGUMENTS)}")
+    for result in step.observation.results if step.observation else ():
+        source_id = result.source_call_id
+        label = f"result of {names.get(source_id, source_id)}" if source_id else "result"
+        content = result.content
         body = _one_line(_message_text(content), MAX_STEP_TEXT) if content is not None else ""
-        if result.get("subagent_trajectory_ref"):
+        if result.subagent_trajectory_ref:
             body = (body + " " if body else "") + "[handed to a subagent]"
         lines.append(f"    {label}: {body or '(empty)'}")
     return lines
@@ -223,34 +214,34 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def _totals(traj: dict[str, Any], steps: list[dict[str, Any]]) -> str:
-    calls = sum(len(s.get("tool_calls") or ()) for s in steps)
+def _totals(traj: Trajectory, steps: list[Step]) -> str:
+    calls = sum(len(s.tool_calls or ()) for s in steps)
     parts = [_count(len(steps), "step"), _count(calls, "tool call")]
-    final = traj.get("final_metrics") or {}
-    prompt = final.get("total_prompt_tokens")
-    completion = final.get("total_completion_tokens")
+    final = traj.final_metrics or FinalMetrics()
+    prompt = final.total_prompt_tokens
+    completion = final.total_completion_tokens
     if prompt is not None or completion is not None:
         parts.append(
             f"tokens {prompt if prompt is not None else '?'} in, "
             f"{completion if completion is not None else '?'} out"
         )
-    if final.get("total_cost_usd") is not None:
-        parts.append(f"cost ${final['total_cost_usd']:g}")
-    subagents = len(traj.get("subagent_trajectories") or ())
+    if final.total_cost_usd is not None:
+        parts.append(f"cost ${final.total_cost_usd:g}")
+    subagents = len(traj.subagent_trajectories or ())
     if subagents:
         parts.append(f"{subagents} subagent trajectories (not shown)")
     return "; ".join(parts)
 
 
 def render_trajectory(
-    traj: dict[str, Any], *, thinking: bool = False, limit: int = MAX_TRAJECTORY
+    traj: Trajectory, *, thinking: bool = False, limit: int = MAX_TRAJECTORY
 ) -> str:
     """A compact rendering of an ATIF trajectory: a totals line, then one line per step
     (long texts cut), with its tool calls and their results indented below it. Steps
     copied from an earlier context are left out. Over ``limit`` characters, the first and
     last steps are kept and the middle ones left out, saying how many. ``thinking``
     includes the model's reasoning (only when the agent provides it)."""
-    steps = [s for s in traj.get("steps") or () if not s.get("is_copied_context")]
+    steps = [s for s in traj.steps if not s.is_copied_context]
     head = _totals(traj, steps)
     blocks = ["\n".join(_step_lines(s, thinking)) for s in steps]
     if len(head) + sum(len(b) + 1 for b in blocks) <= limit:

@@ -8,6 +8,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from evalkit.atif.model import Trajectory
 from evalkit.model.harness import Provides
 
 ScoreKind = Literal["evaluator", "gauge"]
@@ -35,7 +36,7 @@ class RunContext(msgspec.Struct, kw_only=True):
     evaluators, metadata."""
     answer: str | None
     output: Any
-    trajectory: dict[str, Any] | None
+    trajectory: Trajectory | None
     """The ATIF trajectory when one was collected and is valid; None otherwise."""
     trajectory_valid: bool | None
     provides: Provides
@@ -49,6 +50,8 @@ class RunContext(msgspec.Struct, kw_only=True):
     agent's run ended (``succeeded``, ``failed``, ``stopped``, or None)."""
     harness_status: str | None = None
     timed_out: bool = False
+    trajectory_unreadable: bool = False
+    """The stored trajectory is valid but could not be read into the ATIF Structs."""
 
 
 class ScoreItem(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -110,7 +110,7 @@ def build_request(ctx: RunContext, name: str, config: Any) -> dict[str, Any]:
             "id": str(ctx.run_id),
             "answer": answer,
             "output": ctx.output,
-            # the stored ATIF as it is (validated when it was collected)
+            # the stored ATIF (validated when it was collected; explicit nulls left out)
             "trajectory": ctx.trajectory,
             "model": ctx.model,
             "experiment_id": ctx.experiment_id,

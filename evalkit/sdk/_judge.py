@@ -66,6 +66,7 @@ class SdkJudge:
         trajectory: dict[str, Any] | None,
         model: str | None,
     ) -> list[PythonScore]:
+        from evalkit.atif.model import Trajectory
         from evalkit.cases.model import JudgeConfig
         from evalkit.scoring import judge as server_judge
         from evalkit.scoring.model import RunContext
@@ -80,6 +81,10 @@ class SdkJudge:
         setup = self.setup
         if config.model:
             setup = type(setup)(**{**_fields(setup), "model": config.model})
+        try:  # validated by the SDK (valid_trajectory)
+            typed = None if trajectory is None else msgspec.convert(trajectory, Trajectory)
+        except (msgspec.ValidationError, ValueError):
+            typed = None
         ctx = RunContext(
             run_id=run_id,
             experiment_id=experiment_id,
@@ -89,8 +94,8 @@ class SdkJudge:
             case=content,
             answer=answer,
             output=output,
-            trajectory=trajectory,
-            trajectory_valid=trajectory is not None,
+            trajectory=typed,
+            trajectory_valid=typed is not None,
             provides=Provides(trajectory=True, tool_calls=True, token_usage=True),
             model=model,
             state="scoring",

@@ -6,17 +6,16 @@ from typing import Any
 
 import msgspec
 
-from evalkit.atif import summarize, validate_trajectory
+from evalkit.atif import summarize, validate_json
 from evalkit.atif.model import Trajectory
 from evalkit.blobs.signing import sign_fixture_url
 from evalkit.cases.suite import apply_overlay
-from evalkit.db import Conn
+from evalkit.db import Conn, JsonBytes
 from evalkit.errors import BadRequest, NotFound
 from evalkit.model import runs as wire
 from evalkit.model.harness import Capabilities, InputFile
 
 _json = msgspec.json.Encoder()
-_decode_json = msgspec.json.Decoder()
 
 
 def _dumps(value: Any) -> str | None:
@@ -445,9 +444,13 @@ async def write_transition(conn: Conn, t: wire.Transition, *, actor: str) -> boo
 
 
 def _checked(record: wire.TrajectoryRecord) -> dict[str, Any]:
-    """Decode and validate a collected trajectory; keep the raw text when it is not JSON."""
+    """Validate a collected trajectory; keep the raw text when it is not JSON.
+
+    The text is validated a step at a time (``validate_json``) and stored as it came (bytes
+    from the harness client, a str from a client), so no decoded copy of it is held."""
     base = {"source": record.source, "partial": record.partial}
-    if record.raw is None:
+    data = record.received if record.received is not None else record.raw
+    if data is None:
         error = {
             "path": "",
             "rule": "not-collected",
@@ -455,19 +458,22 @@ def _checked(record: wire.TrajectoryRecord) -> dict[str, Any]:
         }
         return {**base, "body": None, "raw": None, "valid": False, "errors": _dumps([error])}
     try:
-        doc = _decode_json.decode(record.raw)
+        errors = validate_json(data)
+    except UnicodeDecodeError:
+        # Bytes that are not UTF-8 are kept as their text, U+FFFD in place of the bad bytes.
+        assert isinstance(data, bytes)
+        text = data.decode("utf-8", "replace")
+        return _checked(msgspec.structs.replace(record, raw=text, received=None))
     except (msgspec.DecodeError, RecursionError) as exc:
         error = {"path": "", "rule": "json-invalid", "message": f"not valid JSON ({exc})"}
-        return {**base, "body": None, "raw": record.raw, "valid": False, "errors": _dumps([error])}
-    errors = [
-        {"path": e.path, "rule": e.rule, "message": e.message} for e in validate_trajectory(doc)
-    ]
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        return {**base, "body": None, "raw": text, "valid": False, "errors": _dumps([error])}
     return {
         **base,
-        "body": record.raw,
+        "body": JsonBytes(data) if isinstance(data, bytes) else data,
         "raw": None,
         "valid": not errors,
-        "errors": _dumps(errors),
+        "errors": _dumps([{"path": e.path, "rule": e.rule, "message": e.message} for e in errors]),
     }
 
 

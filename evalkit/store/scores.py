@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from evalkit.atif.model import Trajectory
 from evalkit.cases.model import canonical_json
 from evalkit.cases.suite import apply_overlay
 from evalkit.db import Conn
@@ -16,6 +17,7 @@ from evalkit.model.harness import Provides
 from evalkit.scoring.model import RunContext, ScoreItem
 
 _json = msgspec.json.Encoder()
+_trajectory = msgspec.json.Decoder(Trajectory)
 
 
 class JobCounts(msgspec.Struct, frozen=True):
@@ -38,7 +40,7 @@ class Loaded(msgspec.Struct, kw_only=True):
 
 async def run_context(conn: Conn, run_id: int, round: int | None = None) -> Loaded:
     """The run as its evaluators see it (see :func:`context_from_row`), in ``round``."""
-    row = await conn.one("score_context_get", run_id=run_id, round=round)
+    row = await conn.one_json_bytes("score_context_get", run_id=run_id, round=round)
     if row is None:
         raise NotFound(f"no run {run_id}; see `evalkit experiments show ID`", code="no-such-run")
     return Loaded(
@@ -52,7 +54,9 @@ async def run_context(conn: Conn, run_id: int, round: int | None = None) -> Load
 def context_from_row(row: dict[str, Any]) -> RunContext:
     """The case's effective content is its pinned version with the overlay applied; the
     agent's ``provides`` overrides, key by key, what the experiment recorded; a run with
-    only structured output has that output, as canonical JSON, for its answer."""
+    only structured output has that output, as canonical JSON, for its answer. The
+    trajectory comes as the bytes of its JSON text and is decoded straight into the ATIF
+    Structs (no dict of it is built)."""
     content = row["content"]
     if row["target_content"] is not None:
         content = apply_overlay(row["target_content"], content)
@@ -60,6 +64,7 @@ def context_from_row(row: dict[str, Any]) -> RunContext:
     if answer is None and output is not None:
         answer = canonical_json(output).decode()
     valid = row["trajectory_valid"]
+    trajectory, unreadable = _read_trajectory(row["trajectory"] if valid else None)
     return RunContext(
         run_id=row["run_id"],
         experiment_id=row["experiment_id"],
@@ -69,8 +74,9 @@ def context_from_row(row: dict[str, Any]) -> RunContext:
         case=content,
         answer=answer,
         output=output,
-        trajectory=row["trajectory"] if valid else None,
+        trajectory=trajectory,
         trajectory_valid=valid,
+        trajectory_unreadable=unreadable,
         provides=provides_of(row["capabilities"], row["agent_provides"]),
         model=row["model"],
         started_at=row["started_at"],
@@ -79,6 +85,17 @@ def context_from_row(row: dict[str, Any]) -> RunContext:
         harness_status=row["harness_status"],
         timed_out=row["timed_out"],
     )
+
+
+def _read_trajectory(data: bytes | None) -> tuple[Trajectory | None, bool]:
+    """The stored trajectory as Structs, and whether it could not be read as them (valid by
+    the validator's walk, refused by the Structs: a gap between the two)."""
+    if data is None:
+        return None, False
+    try:
+        return _trajectory.decode(data), False
+    except (msgspec.DecodeError, ValueError):
+        return None, True
 
 
 def provides_of(

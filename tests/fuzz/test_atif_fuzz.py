@@ -2,9 +2,11 @@
 replacing, removing, adding and nulling values anywhere, and random JSON.
 
 Whatever the document, ``validate_trajectory`` answers a list of problems, each with a path
-into the document, a rule id and a message; it never raises. ``parse_trajectory`` agrees
-with it: a document without problems becomes a ``Trajectory`` (which summarises), any other
-raises ``AtifValidationError`` listing exactly those problems.
+into the document, a rule id and a message; it never raises. ``validate_json`` on the
+document's JSON text answers exactly the same list (it decodes one step at a time), and on
+text that is not JSON raises exactly what decoding it whole raises. ``parse_trajectory``
+agrees with them: a document without problems becomes a ``Trajectory`` (which summarises),
+any other raises ``AtifValidationError`` listing exactly those problems.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from evalkit.atif import (
     AtifValidationError,
     parse_trajectory,
     summarize,
+    validate_json,
     validate_trajectory,
 )
 from tests.fuzz.conftest import examples
@@ -218,6 +221,9 @@ def check(doc: Any) -> list[AtifError]:
         assert RULE.match(error.rule), error
         assert error.message.strip(), error
         assert resolvable(doc, error.path), error
+    text = msgspec.json.encode(doc)
+    assert validate_json(text) == errors, "validate_json disagrees with validate_trajectory"
+    assert validate_json(text.decode()) == errors
     try:  # a str would be read as JSON text: give it as the JSON of the string
         trajectory = parse_trajectory(msgspec.json.encode(doc) if isinstance(doc, str) else doc)
     except AtifValidationError as exc:
@@ -247,9 +253,65 @@ def test_any_json(doc: Any) -> None:
     check(doc)
 
 
+def whole_decode_outcome(data: bytes | str) -> object:
+    """What decoding ``data`` whole gives: its validation, or the exception (type, text)."""
+    try:
+        return validate_trajectory(msgspec.json.decode(data))
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:
+        return type(exc), str(exc)
+
+
+def validate_json_outcome(data: bytes | str) -> object:
+    try:
+        return validate_json(data)
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:
+        return type(exc), str(exc)
+
+
+@st.composite
+def damaged_text(draw: st.DrawFn) -> bytes:
+    """The JSON of a mutated trajectory with bytes changed, cut or inserted somewhere (steps
+    included), or a number or string that decodes only in part (out of range, not UTF-8)."""
+    text = bytearray(msgspec.json.encode(draw(mutated())))
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(text)))
+        junk = draw(
+            st.sampled_from(
+                [b"", b",", b"]", b"{", b'"', b"1e400", b'"\\xff"', b"\\ud800", b"\xff"]
+            )
+        )
+        cut = draw(st.integers(0, 2))
+        text[at : at + cut] = junk
+    return bytes(text)
+
+
+@settings(max_examples=examples(400))
+@given(damaged_text())
+def test_validate_json_answers_as_the_whole_decode(data: bytes) -> None:
+    assert validate_json_outcome(data) == whole_decode_outcome(data)
+
+
+def test_validate_json_fails_on_a_part_the_walk_leaves_out() -> None:
+    """Subagents nested past the walk's limit are not walked, but still decoded: a number
+    out of range in one fails the document as the whole decode does."""
+    doc: dict[str, Any] = copy.deepcopy(VALID["subagent_trajectories"][0])
+    doc["steps"][0]["extra"] = {"n": "OUT_OF_RANGE"}
+    for depth in range(20):
+        doc = {
+            **copy.deepcopy(VALID["subagent_trajectories"][0]),
+            "trajectory_id": f"t{depth}",
+            "subagent_trajectories": [doc],
+        }
+    data = msgspec.json.encode(doc).replace(b'"OUT_OF_RANGE"', b"1e400")
+    outcome = whole_decode_outcome(data)
+    assert isinstance(outcome, tuple) and outcome[0] is msgspec.ValidationError
+    assert validate_json_outcome(data) == outcome
+
+
 @settings(max_examples=examples(100))
 @given(st.binary(max_size=300))
 def test_any_bytes(data: bytes) -> None:
+    assert validate_json_outcome(data) == whole_decode_outcome(data)
     try:
         parse_trajectory(data)
     except AtifValidationError as exc:

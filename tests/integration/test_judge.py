@@ -12,6 +12,7 @@ import msgspec
 import psycopg
 import pytest
 
+from evalkit.atif.model import Trajectory
 from evalkit.auth.secrets import SecretBox, generate_key
 from evalkit.cases.model import JudgeConfig
 from evalkit.config import EgressSettings
@@ -62,7 +63,7 @@ def context(
         },
         answer=answer,
         output=output,
-        trajectory=trajectory,
+        trajectory=None if trajectory is None else msgspec.convert(trajectory, Trajectory),
         trajectory_valid=trajectory is not None,
         provides=provides or Provides(),
         state="scoring",

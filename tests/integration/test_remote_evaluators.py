@@ -13,6 +13,7 @@ import msgspec
 import psycopg
 import pytest
 
+from evalkit.atif.model import Trajectory
 from evalkit.auth.secrets import SecretBox, generate_key
 from evalkit.cases.model import canonical_json
 from evalkit.config import EgressSettings
@@ -55,7 +56,7 @@ def context(answer: str | None = "42", output: object = None, traj: dict | None 
         },
         answer=answer,
         output=output,
-        trajectory=traj,
+        trajectory=None if traj is None else msgspec.convert(traj, Trajectory),
         trajectory_valid=traj is not None,
         provides=Provides(trajectory=True, tool_calls=True),
         model="gpt-test",

@@ -70,6 +70,8 @@ def ctx(**overrides: Any) -> RunContext:
         harness_status="succeeded",
     )
     fields.update(overrides)
+    if isinstance(fields["trajectory"], dict):  # as the scoring job reads it: typed
+        fields["trajectory"] = msgspec.convert(fields["trajectory"], _trajectory_type())
     return RunContext(**fields)
 
 

@@ -7,8 +7,10 @@ import json
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from evalkit.atif.model import Trajectory
 from evalkit.cases.model import JudgeConfig
 from evalkit.harness import _agent
 from evalkit.model.harness import Provides
@@ -45,10 +47,17 @@ def context(**kw) -> RunContext:
     return RunContext(**{**base, **kw})
 
 
-def sample_trajectory(model: str = "gpt-5") -> dict:
+def typed(doc: dict) -> Trajectory:
+    """A trajectory as the scoring job reads it."""
+    return msgspec.convert(doc, Trajectory)
+
+
+def sample_trajectory(model: str = "gpt-5") -> Trajectory:
     work = _agent.solve({"question": "What is 6 * 7?"}, [])
-    return _agent.trajectory(
-        work, session_id="s", model=model, started=1e9, finished=1e9 + 2, outcome="succeeded"
+    return typed(
+        _agent.trajectory(
+            work, session_id="s", model=model, started=1e9, finished=1e9 + 2, outcome="succeeded"
+        )
     )
 
 
@@ -114,9 +123,13 @@ def test_trajectory_rendering_details():
                 ]},
             },
         ],
-        "subagent_trajectories": [{"schema_version": "ATIF-v1.6"}],
+        "subagent_trajectories": [{
+            "schema_version": "ATIF-v1.6",
+            "agent": {"name": "b", "version": "1"},
+            "steps": [{"step_id": 1, "source": "user", "message": "sub"}],
+        }],
     }  # fmt: skip
-    text = render_trajectory(traj, thinking=True)
+    text = render_trajectory(typed(traj), thinking=True)
     lines = text.splitlines()
     assert lines[0] == "2 steps; 2 tool calls; 1 subagent trajectories (not shown)"
     assert lines[1] == "[2] user: Describe [image]"
@@ -128,7 +141,7 @@ def test_trajectory_rendering_details():
     assert lines[6] == "    result of look: " + "z" * 500 + " [... 100 more characters cut]"
     assert lines[7] == "    result of ask: [handed to a subagent]"
     assert lines[8] == "    result: (empty)"
-    assert "thinking" not in render_trajectory(traj)
+    assert "thinking" not in render_trajectory(typed(traj))
 
 
 def test_long_trajectories_keep_the_first_and_last_steps():
@@ -137,7 +150,7 @@ def test_long_trajectories_keep_the_first_and_last_steps():
         for i in range(1, 301)
     ]
     traj = {"schema_version": "ATIF-v1.6", "agent": {"name": "a", "version": "1"}, "steps": steps}
-    text = render_trajectory(traj, limit=2000)
+    text = render_trajectory(typed(traj), limit=2000)
     assert len(text) <= 2000
     lines = text.splitlines()
     assert lines[0] == "300 steps; 0 tool calls"
