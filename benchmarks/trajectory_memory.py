@@ -1,41 +1,69 @@
-"""Peak memory of a worker storing one large trajectory, stage by stage.
+"""Peak memory of one large trajectory on the worker's path and the SDK's upload path,
+phase by phase, old tree against new.
 
-One valid ATIF trajectory of 10,083 steps (about 19 MB) is served by a plain HTTP server on
-loopback. A fresh process per measurement then takes the worker's path through evalkit's
-own code: the harness client reads it (``HarnessClient.trajectory``), the run state machine
-collects it (``machine.step`` in ``collecting``), the store decodes and validates it
-(``store.runs._checked``), it is written with the statement's casts into a table shaped like
-``trajectories`` on an embedded PostgreSQL, and read back as scoring reads it. Each stage
-prints the process's peak RSS (``ru_maxrss``) above its baseline after the imports.
+Three valid ATIF trajectories of 10,083 steps are served by a plain HTTP server on loopback:
 
-    uv run python benchmarks/trajectory_memory.py [--rounds 3]
+- ``long``: ASCII, each tool step with a 1.5 KB observation (about 19 MB);
+- ``long-emoji``: the same with one emoji in one observation (a Python str of it takes
+  4 bytes a character);
+- ``dense``: short texts with an em dash, two tool calls, two results and metrics with
+  token ids and logprobs in every step (about 13 MB: many small values).
 
-With ``--against DIR`` (a checkout of an older commit, e.g. a ``git worktree``), the
-measurement runs ``--rounds`` times with each tree's ``evalkit`` on ``PYTHONPATH``,
-alternating old and new, and prints the median peak of each stage side by side.
+A fresh process per measurement takes evalkit's own code through each phase:
+
+- worker: ``fetch`` (``HarnessClient.trajectory``), ``collect`` (``machine.step`` in
+  ``collecting``), ``validate`` (``store.runs._checked``), ``write`` (the checked fields
+  with the statement's casts, into a table shaped like ``trajectories`` on an embedded
+  PostgreSQL), ``read back`` (the stored trajectory as scoring reads it, then
+  ``store.scores.context_from_row``), then each built-in evaluator of the trajectory, the
+  judge's prompt (``build_messages``) and a remote evaluator's request (``build_request``,
+  encoded);
+- SDK upload (``POST /api/runs/{id}/transition``, whose body carries the trajectory as a
+  JSON string): ``upload decode`` (the body into ``wire.Transition``), ``upload validate``
+  and ``upload write``.
+
+Each phase prints its peak above the process's baseline after the imports: the peak RSS
+(``VmHWM``, reset before each phase through ``/proc/self/clear_refs``; it counts libpq's
+buffers, which tracemalloc does not see) and, in a second process, tracemalloc's peak of
+Python allocations (deterministic). Figures are MB and the ratio to the trajectory's size.
+
+    uv run python benchmarks/trajectory_memory.py [--rounds 3] [--against DIR]
+
+With ``--against DIR`` (a checkout of an older commit, e.g. ``git archive`` unpacked), each
+RSS measurement runs ``--rounds`` times with each tree's ``evalkit`` on ``PYTHONPATH``,
+alternating old and new, and prints the medians side by side.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import http.server
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
+import tracemalloc
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
-STAGES = ("read", "collect", "validate", "write", "read back")
 STEPS = 10_083
+SHAPES = ("long", "long-emoji", "dense")
+WORKER = ("fetch", "collect", "validate", "write", "read back")
+EVALUATORS = ("tool_calls", "max_steps", "latency", "tokens", "cost", "steps", "tool_call_count")
+SCORING = (*EVALUATORS, "judge prompt", "remote request")
+UPLOAD = ("upload decode", "upload validate", "upload write")
+PHASES = (*WORKER, *SCORING, *UPLOAD)
+CONFIGS: dict[str, Any] = {"tool_calls": {"required": ["calculator"]}, "max_steps": 100_000}
 
 
-def big_trajectory(steps: int = STEPS, content_bytes: int = 1_500) -> bytes:
-    """A valid trajectory: the reference agent's, its tool step repeated ``steps - 2``
-    times with a ``content_bytes`` observation each."""
+def long_trajectory(steps: int = STEPS, content_bytes: int = 1_500) -> bytes:
+    """The reference agent's trajectory, its tool step repeated ``steps - 2`` times with a
+    ``content_bytes`` observation each."""
     import msgspec
 
     from evalkit.harness import _agent
@@ -64,11 +92,76 @@ def big_trajectory(steps: int = STEPS, content_bytes: int = 1_500) -> bytes:
     return msgspec.json.encode(doc)
 
 
-def serve_file(path: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
-    data = path.read_bytes()
+def dense_trajectory(steps: int = STEPS) -> bytes:
+    """Many small values: short texts (with an em dash), two tool calls and two results per
+    step, metrics with eight token ids and logprobs."""
+    import msgspec
+
+    words = "read the file, then check the totals \u2014 the answer is in section 4".split()
+
+    def text(n: int, count: int) -> str:
+        return " ".join(words[(n + i) % len(words)] for i in range(count))
+
+    body: list[dict[str, Any]] = [{"step_id": 1, "source": "user", "message": text(0, 30)}]
+    for n in range(2, steps):
+        calls = [
+            {
+                "tool_call_id": f"c{n}-{j}",
+                "function_name": "calculator" if j else "read_file",
+                "arguments": {"path": f"src/m{n % 97}/f{j}.py", "start": n % 500, "end": 40},
+            }
+            for j in range(2)
+        ]
+        results = [
+            {"source_call_id": c["tool_call_id"], "content": text(n + j, 35)}
+            for j, c in enumerate(calls)
+        ]
+        body.append(
+            {
+                "step_id": n,
+                "timestamp": f"2026-01-05T09:{(n // 60) % 60:02d}:{n % 60:02d}Z",
+                "source": "agent",
+                "model_name": "gpt-test",
+                "message": text(n, 25),
+                "reasoning_content": text(n + 3, 30),
+                "tool_calls": calls,
+                "observation": {"results": results},
+                "metrics": {
+                    "prompt_tokens": 1000 + n,
+                    "completion_tokens": 50 + n % 30,
+                    "cached_tokens": 500,
+                    "cost_usd": 0.0012,
+                    "completion_token_ids": [1000 + i for i in range(8)],
+                    "logprobs": [-0.01 * (i + 1) for i in range(8)],
+                },
+            }
+        )
+    body.append({"step_id": steps, "source": "agent", "message": "done"})
+    doc = {
+        "schema_version": "ATIF-v1.6",
+        "session_id": "s",
+        "agent": {"name": "bench", "version": "1"},
+        "steps": body,
+        "final_metrics": {"total_steps": steps},
+    }
+    return msgspec.json.encode(doc)
+
+
+def make(shape: str) -> bytes:
+    if shape == "dense":
+        return dense_trajectory()
+    data = long_trajectory()
+    if shape == "long-emoji":
+        data = data.replace(b"lorem", "l\U0001f600rem".encode(), 1)
+    return data
+
+
+def serve(trajectories: dict[str, bytes]) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """``GET /runs/{shape}/trajectory`` answers that shape's bytes."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            data = trajectories[self.path.split("/")[2]]
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -83,23 +176,63 @@ def serve_file(path: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# --------------------------------------------------------------------------- the child
 
 
-async def measure(harness_url: str, db_url: str) -> None:
-    """The child: one pass through the stages, printing each stage's peak above baseline."""
+class Meter:
+    """Peak memory of one phase above the baseline, by RSS or by tracemalloc."""
+
+    def __init__(self, traced: bool) -> None:
+        self.traced = traced
+        gc.collect()
+        if traced:
+            tracemalloc.start()
+        self.base = self._now()
+
+    @staticmethod
+    def _status(field: str) -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError(f"no {field} in /proc/self/status")
+
+    def _now(self) -> int:
+        return tracemalloc.get_traced_memory()[0] if self.traced else self._status("VmRSS")
+
+    def start(self) -> None:
+        gc.collect()
+        if self.traced:
+            tracemalloc.reset_peak()
+        else:
+            Path("/proc/self/clear_refs").write_text("5")  # VmHWM back to the current RSS
+
+    def peak(self) -> float:
+        top = tracemalloc.get_traced_memory()[1] if self.traced else self._status("VmHWM")
+        return max(0, top - self.base) / 1e6
+
+
+async def measure(harness_url: str, db_url: str, shape: str, traced: bool) -> None:
+    """One pass through the phases, printing each phase's peak (MB) above baseline."""
     import httpx
+    import msgspec
     import psycopg
+    from psycopg.rows import dict_row
 
+    from evalkit import db
+    from evalkit.cases.model import JudgeConfig
     from evalkit.harness.client import HarnessClient
+    from evalkit.model import runs as wire
     from evalkit.model.harness import Capabilities, Provides
-    from evalkit.model.runs import RunSettings, RunWork
     from evalkit.runs import machine
+    from evalkit.scoring import remote
+    from evalkit.scoring.builtins import BUILTINS
+    from evalkit.scoring.judge_prompt import build_messages
+    from evalkit.sql import queries
     from evalkit.store import runs as store
+    from evalkit.store import scores
 
-    settings = RunSettings(run_timeout=60, poll_interval=1, stop_grace=1, trajectory_wait=1)
-    work = RunWork(
+    settings = wire.RunSettings(run_timeout=60, poll_interval=1, stop_grace=1, trajectory_wait=1)
+    work = wire.RunWork(
         run_id=1,
         experiment_id=1,
         state="collecting",
@@ -107,11 +240,49 @@ async def measure(harness_url: str, db_url: str) -> None:
         repetition=1,
         input={},
         settings=settings,
-        harness_run_id="r1",
+        harness_run_id=shape,
     )
+    insert = (
+        "INSERT INTO t SELECT %(source)s::text, %(body)s::jsonb, %(raw)s::text, "
+        "%(partial)s::boolean, %(valid)s::boolean, %(errors)s::jsonb"
+    )
+    # Scoring reads the trajectory as each tree's score_context_get does: jsonb decoded by
+    # psycopg (before), or cast to json and handed over as bytes (Conn.one_json_bytes).
+    reads_bytes = hasattr(db.Conn, "one_json_bytes")
+    cast = "::json" if reads_bytes else ""
+    queries["bench_trajectory"] = f"SELECT body{cast} AS trajectory, valid FROM t"  # type: ignore[index]
+    context_row = {
+        "run_id": 1,
+        "experiment_id": 1,
+        "agent_workspace_id": 1,
+        "case_id": "big",
+        "repetition": 1,
+        "content": {"input": {}},
+        "target_content": None,
+        "answer": "5",
+        "output": None,
+        "capabilities": {"provides": {"trajectory": True}},
+        "agent_provides": {"tool_calls": True, "token_usage": True, "thinking": True},
+        "model": None,
+        "started_at": None,
+        "finished_at": None,
+        "state": "scoring",
+        "harness_status": "succeeded",
+        "timed_out": False,
+    }
+    peaks: dict[str, float] = {}
+
+    async def phase(name: str, run: Callable[[], Awaitable[Any]]) -> Any:
+        meter.start()
+        result = await run()
+        peaks[name] = meter.peak()
+        return result
+
     async with (
         httpx.AsyncClient(timeout=60) as http,
-        await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn,
+        await psycopg.AsyncConnection.connect(
+            db_url, autocommit=True, row_factory=dict_row
+        ) as conn,
     ):
         await conn.execute(
             "CREATE TEMP TABLE t (source text, body jsonb, raw text, partial boolean, "
@@ -123,83 +294,155 @@ async def measure(harness_url: str, db_url: str) -> None:
             capabilities=Capabilities(provides=Provides(trajectory=True)),
             fixture_bytes=None,  # type: ignore[arg-type]
         )
-        base = peak_mb()
-        peaks = {}
-        raw = await harness.trajectory("r1")
-        peaks["read"] = peak_mb() - base
-        del raw
-        step = await machine.step(work, env)
-        assert step.transition is not None and step.transition.trajectory is not None
-        record = step.transition.trajectory
-        del step
-        peaks["collect"] = peak_mb() - base
-        checked = store._checked(record)
-        assert checked["valid"], checked["errors"]
-        peaks["validate"] = peak_mb() - base
-        await conn.execute(
-            "INSERT INTO t SELECT %(source)s::text, %(body)s::jsonb, %(raw)s::text, "
-            "%(partial)s::boolean, %(valid)s::boolean, %(errors)s::jsonb",
-            checked,
+        meter = Meter(traced)
+
+        async def fetch() -> None:
+            await harness.trajectory(shape)
+
+        async def collect() -> Any:
+            step = await machine.step(work, env)
+            assert step.transition is not None and step.transition.trajectory is not None
+            return step.transition.trajectory
+
+        async def write(checked: dict[str, Any]) -> None:
+            await conn.execute(insert, checked)
+
+        async def checked_of(record: Any) -> Any:
+            checked = store._checked(record)
+            assert checked["valid"], checked["errors"]
+            return checked
+
+        await phase("fetch", fetch)
+        record = await phase("collect", collect)
+        checked = await phase("validate", lambda: checked_of(record))
+        del record
+        await phase("write", lambda: write(checked))
+        del checked
+
+        async def read_back() -> Any:
+            verb = db.Conn(conn).one_json_bytes if reads_bytes else db.Conn(conn).one  # type: ignore[attr-defined]
+            row = await verb("bench_trajectory")
+            assert row is not None
+            return scores.context_from_row(
+                {**context_row, "trajectory": row["trajectory"], "trajectory_valid": row["valid"]}
+            )
+
+        ctx = await phase("read back", read_back)
+        for name in EVALUATORS:
+            items = await phase(name, lambda n=name: BUILTINS[n](ctx, CONFIGS.get(n, True)))
+            assert items[0].error is None, items
+
+        async def judge() -> None:
+            build_messages(ctx, JudgeConfig(rubric="r"), plain=False)
+
+        async def remote_request() -> None:
+            msgspec.json.encode(remote.build_request(ctx, "x", {}))
+
+        await phase("judge prompt", judge)
+        await phase("remote request", remote_request)
+        del ctx, items
+        await conn.execute("TRUNCATE t")
+
+        # The SDK's upload: the trajectory as a JSON string inside the transition's body.
+        text = (await harness.trajectory(shape)).decode()
+        body = msgspec.json.encode(
+            wire.Transition(
+                run_id=1,
+                from_state="collecting",
+                to_state="scoring",
+                trajectory=wire.TrajectoryRecord(source="sdk", raw=text),
+            )
         )
-        del checked, record
-        peaks["write"] = peak_mb() - base
-        cursor = await conn.execute("SELECT body FROM t")
-        (body,) = await cursor.fetchone()  # type: ignore[misc]
-        assert len(body["steps"]) == STEPS
-        del body, cursor
-        peaks["read back"] = peak_mb() - base
-    print(" ".join(f"{peaks[s]:.0f}" for s in STAGES))
+        del text
+        decoder = msgspec.json.Decoder(wire.Transition)
+
+        async def decode() -> Any:
+            return decoder.decode(body)
+
+        meter = Meter(traced)  # a new baseline: the body is the request as the edge read it
+        transition = await phase("upload decode", decode)
+        del body
+        checked = await phase("upload validate", lambda: checked_of(transition.trajectory))
+        del transition
+        await phase("upload write", lambda: write(checked))
+    print(" ".join(f"{peaks[p]:.1f}" for p in PHASES))
 
 
-def run_child(tree: Path, harness_url: str, db_url: str) -> list[float]:
+def run_child(tree: Path, url: str, db_url: str, shape: str, traced: bool) -> list[float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", harness_url, db_url],
+    mode = "traced" if traced else "rss"
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", url, db_url, shape, mode],
         env=env,
-        check=True,
         capture_output=True,
         text=True,
         cwd=tree,
-    ).stdout
-    return [float(x) for x in out.split()]
+    )
+    if done.returncode != 0:
+        sys.exit(f"the {tree} child failed on {shape}:\n{done.stderr}")
+    return [float(x) for x in done.stdout.split()]
+
+
+# --------------------------------------------------------------------------- the parent
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--against", type=Path, help="an older checkout to compare with")
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--shape", choices=SHAPES, action="append", help="default: all")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        asyncio.run(measure(*args.child))
+        url, db_url, shape, mode = args.child
+        asyncio.run(measure(url, db_url, shape, mode == "traced"))
         return
 
     from evalkit.embedded import EmbeddedPostgres
 
     here = Path(__file__).resolve().parent.parent
-    trees = {"new": here}
-    if args.against:
-        trees = {"old": args.against.resolve(), "new": here}
+    trees = {"old": args.against.resolve(), "new": here} if args.against else {"new": here}
+    shapes = args.shape or list(SHAPES)
+    trajectories = {shape: make(shape) for shape in shapes}
+    server, url = serve(trajectories)
     with tempfile.TemporaryDirectory(prefix="evalkit-trajectory-memory-") as tmp:
-        path = Path(tmp) / "trajectory.json"
-        path.write_bytes(big_trajectory())
-        print(f"trajectory: {path.stat().st_size / 1e6:.1f} MB, {STEPS} steps")
-        server, url = serve_file(path)
         pg = EmbeddedPostgres(Path(tmp) / "pg", cleanup="delete")
         db_url = pg.start()
         try:
-            peaks: dict[str, list[list[float]]] = {name: [] for name in trees}
-            for _ in range(args.rounds):
-                for name, tree in trees.items():
-                    peaks[name].append(run_child(tree, url, db_url))
+            for shape in shapes:
+                size = len(trajectories[shape]) / 1e6
+                rss: dict[str, list[list[float]]] = {name: [] for name in trees}
+                for _ in range(args.rounds):
+                    for name, tree in trees.items():
+                        rss[name].append(run_child(tree, url, db_url, shape, traced=False))
+                traced = {n: run_child(t, url, db_url, shape, traced=True) for n, t in trees.items()}
+                report(shape, size, trees, rss, traced, args.rounds)
         finally:
             pg.stop()
             server.shutdown()
-    print("peak RSS above the process's baseline, MB (median of", args.rounds, "rounds)")
-    print(f"{'stage':<10}" + "".join(f"{name:>8}" for name in trees))
-    for i, stage in enumerate(STAGES):
-        medians = [statistics.median(r[i] for r in peaks[name]) for name in trees]
-        print(f"{stage:<10}" + "".join(f"{m:>8.0f}" for m in medians))
+    with open("/proc/loadavg") as f:
+        print(f"load average: {f.read().strip()}")
+
+
+def report(
+    shape: str,
+    size: float,
+    trees: dict[str, Path],
+    rss: dict[str, list[list[float]]],
+    traced: dict[str, list[float]],
+    rounds: int,
+) -> None:
+    print(f"\n{shape}: {size:.1f} MB, {STEPS} steps")
+    print(f"peak above baseline: RSS (median of {rounds}) and tracemalloc; MB and x the size")
+    head = "".join(f"{name + ' rss':>14}{name + ' traced':>16}" for name in trees)
+    print(f"{'phase':<16}{head}")
+    for i, phase in enumerate(PHASES):
+        cells = []
+        for name in trees:
+            r = statistics.median(run[i] for run in rss[name])
+            t = traced[name][i]
+            cells.append(f"{r:>7.0f} {r / size:>5.1f}x{t:>9.0f} {t / size:>5.1f}x")
+        print(f"{phase:<16}" + "".join(cells))
 
 
 if __name__ == "__main__":
