@@ -97,7 +97,8 @@ def dense_trajectory(steps: int = STEPS) -> bytes:
     step, metrics with eight token ids and logprobs."""
     import msgspec
 
-    words = "read the file, then check the totals \u2014 the answer is in section 4".split()
+    sentence = "read the file, then check the totals \u2014 the answer is in section 4"
+    words = sentence.split(" ")
 
     def text(n: int, count: int) -> str:
         return " ".join(words[(n + i) % len(words)] for i in range(count))
@@ -211,72 +212,15 @@ class Meter:
         return max(0, top - self.base) / 1e6
 
 
-async def measure(harness_url: str, db_url: str, shape: str, traced: bool) -> None:
-    """One pass through the phases, printing each phase's peak (MB) above baseline."""
+async def measure(harness_url: str, db_url: str, shape: str, path: str, traced: bool) -> None:
+    """One pass through the phases of ``path`` (worker or upload), printing each phase's
+    peak (MB) above the baseline."""
     import httpx
-    import msgspec
     import psycopg
     from psycopg.rows import dict_row
 
-    from evalkit import db
-    from evalkit.cases.model import JudgeConfig
+    import evalkit.db  # noqa: F401  (its adapters, before the connection copies them)
     from evalkit.harness.client import HarnessClient
-    from evalkit.model import runs as wire
-    from evalkit.model.harness import Capabilities, Provides
-    from evalkit.runs import machine
-    from evalkit.scoring import remote
-    from evalkit.scoring.builtins import BUILTINS
-    from evalkit.scoring.judge_prompt import build_messages
-    from evalkit.sql import queries
-    from evalkit.store import runs as store
-    from evalkit.store import scores
-
-    settings = wire.RunSettings(run_timeout=60, poll_interval=1, stop_grace=1, trajectory_wait=1)
-    work = wire.RunWork(
-        run_id=1,
-        experiment_id=1,
-        state="collecting",
-        case_id="big",
-        repetition=1,
-        input={},
-        settings=settings,
-        harness_run_id=shape,
-    )
-    insert = (
-        "INSERT INTO t SELECT %(source)s::text, %(body)s::jsonb, %(raw)s::text, "
-        "%(partial)s::boolean, %(valid)s::boolean, %(errors)s::jsonb"
-    )
-    # Scoring reads the trajectory as each tree's score_context_get does: jsonb decoded by
-    # psycopg (before), or cast to json and handed over as bytes (Conn.one_json_bytes).
-    reads_bytes = hasattr(db.Conn, "one_json_bytes")
-    cast = "::json" if reads_bytes else ""
-    queries["bench_trajectory"] = f"SELECT body{cast} AS trajectory, valid FROM t"  # type: ignore[index]
-    context_row = {
-        "run_id": 1,
-        "experiment_id": 1,
-        "agent_workspace_id": 1,
-        "case_id": "big",
-        "repetition": 1,
-        "content": {"input": {}},
-        "target_content": None,
-        "answer": "5",
-        "output": None,
-        "capabilities": {"provides": {"trajectory": True}},
-        "agent_provides": {"tool_calls": True, "token_usage": True, "thinking": True},
-        "model": None,
-        "started_at": None,
-        "finished_at": None,
-        "state": "scoring",
-        "harness_status": "succeeded",
-        "timed_out": False,
-    }
-    peaks: dict[str, float] = {}
-
-    async def phase(name: str, run: Callable[[], Awaitable[Any]]) -> Any:
-        meter.start()
-        result = await run()
-        peaks[name] = meter.peak()
-        return result
 
     async with (
         httpx.AsyncClient(timeout=60) as http,
@@ -289,90 +233,191 @@ async def measure(harness_url: str, db_url: str, shape: str, traced: bool) -> No
             "valid boolean, errors jsonb)"
         )
         harness = HarnessClient(harness_url, None, http)
-        env = machine.Env(
-            harness=harness,
-            capabilities=Capabilities(provides=Provides(trajectory=True)),
-            fixture_bytes=None,  # type: ignore[arg-type]
+        if path == "worker":
+            peaks = await worker_path(harness, conn, shape, traced)
+        else:
+            peaks = await upload_path(harness, conn, shape, traced)
+    print(" ".join(f"{peak:.1f}" for peak in peaks.values()))
+
+
+class Phases:
+    def __init__(self, traced: bool) -> None:
+        self.meter = Meter(traced)
+        self.peaks: dict[str, float] = {}
+
+    async def run(self, name: str, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        self.meter.start()
+        result = await fn(*args)
+        self.peaks[name] = self.meter.peak()
+        return result
+
+
+INSERT = (
+    "INSERT INTO t SELECT %(source)s::text, %(body)s::jsonb, %(raw)s::text, "
+    "%(partial)s::boolean, %(valid)s::boolean, %(errors)s::jsonb"
+)
+
+
+async def validate(record: Any) -> Any:
+    from evalkit.store import runs as store
+
+    checked = store._checked(record)
+    assert checked["valid"], checked["errors"]
+    return checked
+
+
+async def write(conn: Any, checked: dict[str, Any]) -> None:
+    await conn.execute(INSERT, checked)
+
+
+async def worker_path(harness: Any, conn: Any, shape: str, traced: bool) -> dict[str, float]:
+    import msgspec
+
+    from evalkit import db
+    from evalkit.cases.model import JudgeConfig
+    from evalkit.model import runs as wire
+    from evalkit.model.harness import Capabilities, Provides
+    from evalkit.runs import machine
+    from evalkit.scoring import remote
+    from evalkit.scoring.builtins import BUILTINS
+    from evalkit.scoring.judge_prompt import build_messages
+
+    settings = wire.RunSettings(run_timeout=60, poll_interval=1, stop_grace=1, trajectory_wait=1)
+    work = wire.RunWork(
+        run_id=1,
+        experiment_id=1,
+        state="collecting",
+        case_id="big",
+        repetition=1,
+        input={},
+        settings=settings,
+        harness_run_id=shape,
+    )
+    env = machine.Env(
+        harness=harness,
+        capabilities=Capabilities(provides=Provides(trajectory=True)),
+        fixture_bytes=None,  # type: ignore[arg-type]
+    )
+
+    async def fetch() -> None:
+        await harness.trajectory(shape)
+
+    async def collect() -> Any:
+        step = await machine.step(work, env)
+        assert step.transition is not None and step.transition.trajectory is not None
+        return step.transition.trajectory
+
+    async def evaluate(name: str, ctx: Any) -> None:
+        items = await BUILTINS[name](ctx, CONFIGS.get(name, True))
+        assert items[0].error is None, items
+
+    async def judge(ctx: Any) -> None:
+        build_messages(ctx, JudgeConfig(rubric="r"), plain=False)
+
+    async def remote_request(ctx: Any) -> None:
+        msgspec.json.encode(remote.build_request(ctx, "x", {}))
+
+    phases = Phases(traced)
+    await phases.run("fetch", fetch)
+    record = await phases.run("collect", collect)
+    checked = await phases.run("validate", validate, record)
+    del record
+    await phases.run("write", write, conn, checked)
+    del checked
+    ctx = await phases.run("read back", read_back, db.Conn(conn))
+    for name in EVALUATORS:
+        await phases.run(name, evaluate, name, ctx)
+    await phases.run("judge prompt", judge, ctx)
+    await phases.run("remote request", remote_request, ctx)
+    return phases.peaks
+
+
+async def read_back(conn: Any) -> Any:
+    """The stored trajectory as each tree's ``score_context_get`` reads it (jsonb decoded by
+    psycopg before; a valid one cast to json and decoded by the caller's decoder after),
+    then ``context_from_row``."""
+    from evalkit.sql import queries
+    from evalkit.store import scores
+
+    decoder = getattr(scores, "_decode_trajectory", None)
+    cast = "CASE WHEN valid THEN body::json END" if decoder else "body"
+    queries["bench_trajectory"] = f"SELECT {cast} AS trajectory, valid FROM t"  # type: ignore[index]
+    if decoder is not None:
+        row = await conn.one_decoding_json("bench_trajectory", decoder)
+    else:
+        row = await conn.one("bench_trajectory")
+    assert row is not None
+    return scores.context_from_row(
+        {**CONTEXT_ROW, "trajectory": row["trajectory"], "trajectory_valid": row["valid"]}
+    )
+
+
+CONTEXT_ROW: dict[str, Any] = {
+    "run_id": 1,
+    "experiment_id": 1,
+    "agent_workspace_id": 1,
+    "case_id": "big",
+    "repetition": 1,
+    "content": {"input": {}},
+    "target_content": None,
+    "answer": "5",
+    "output": None,
+    "capabilities": {"provides": {"trajectory": True}},
+    "agent_provides": {"tool_calls": True, "token_usage": True, "thinking": True},
+    "model": None,
+    "started_at": None,
+    "finished_at": None,
+    "state": "scoring",
+    "harness_status": "succeeded",
+    "timed_out": False,
+}
+
+
+async def upload_path(harness: Any, conn: Any, shape: str, traced: bool) -> dict[str, float]:
+    """The SDK's upload: the trajectory as a JSON string inside the transition's body, as
+    the edge has read it (the baseline includes the body)."""
+    import msgspec
+
+    from evalkit.model import runs as wire
+
+    text = (await harness.trajectory(shape)).decode()
+    body = msgspec.json.encode(
+        wire.Transition(
+            run_id=1,
+            from_state="collecting",
+            to_state="scoring",
+            trajectory=wire.TrajectoryRecord(source="sdk", raw=text),
         )
-        meter = Meter(traced)
+    )
+    del text
+    decoder = msgspec.json.Decoder(wire.Transition)
 
-        async def fetch() -> None:
-            await harness.trajectory(shape)
+    async def decode(body: bytes) -> Any:
+        return decoder.decode(body)
 
-        async def collect() -> Any:
-            step = await machine.step(work, env)
-            assert step.transition is not None and step.transition.trajectory is not None
-            return step.transition.trajectory
-
-        async def write(checked: dict[str, Any]) -> None:
-            await conn.execute(insert, checked)
-
-        async def checked_of(record: Any) -> Any:
-            checked = store._checked(record)
-            assert checked["valid"], checked["errors"]
-            return checked
-
-        await phase("fetch", fetch)
-        record = await phase("collect", collect)
-        checked = await phase("validate", lambda: checked_of(record))
-        del record
-        await phase("write", lambda: write(checked))
-        del checked
-
-        async def read_back() -> Any:
-            verb = db.Conn(conn).one_json_bytes if reads_bytes else db.Conn(conn).one  # type: ignore[attr-defined]
-            row = await verb("bench_trajectory")
-            assert row is not None
-            return scores.context_from_row(
-                {**context_row, "trajectory": row["trajectory"], "trajectory_valid": row["valid"]}
-            )
-
-        ctx = await phase("read back", read_back)
-        for name in EVALUATORS:
-            items = await phase(name, lambda n=name: BUILTINS[n](ctx, CONFIGS.get(n, True)))
-            assert items[0].error is None, items
-
-        async def judge() -> None:
-            build_messages(ctx, JudgeConfig(rubric="r"), plain=False)
-
-        async def remote_request() -> None:
-            msgspec.json.encode(remote.build_request(ctx, "x", {}))
-
-        await phase("judge prompt", judge)
-        await phase("remote request", remote_request)
-        del ctx, items
-        await conn.execute("TRUNCATE t")
-
-        # The SDK's upload: the trajectory as a JSON string inside the transition's body.
-        text = (await harness.trajectory(shape)).decode()
-        body = msgspec.json.encode(
-            wire.Transition(
-                run_id=1,
-                from_state="collecting",
-                to_state="scoring",
-                trajectory=wire.TrajectoryRecord(source="sdk", raw=text),
-            )
-        )
-        del text
-        decoder = msgspec.json.Decoder(wire.Transition)
-
-        async def decode() -> Any:
-            return decoder.decode(body)
-
-        meter = Meter(traced)  # a new baseline: the body is the request as the edge read it
-        transition = await phase("upload decode", decode)
-        del body
-        checked = await phase("upload validate", lambda: checked_of(transition.trajectory))
-        del transition
-        await phase("upload write", lambda: write(checked))
-    print(" ".join(f"{peaks[p]:.1f}" for p in PHASES))
+    phases = Phases(traced)
+    transition = await phases.run("upload decode", decode, body)
+    del body
+    checked = await phases.run("upload validate", validate, transition.trajectory)
+    del transition
+    await phases.run("upload write", write, conn, checked)
+    return phases.peaks
 
 
 def run_child(tree: Path, url: str, db_url: str, shape: str, traced: bool) -> list[float]:
+    """Both paths, each in a fresh process: the peaks of every phase, in PHASES order."""
+    return [
+        peak
+        for path in ("worker", "upload")
+        for peak in run_path(tree, url, db_url, shape, path, traced)
+    ]
+
+
+def run_path(tree: Path, url: str, db_url: str, shape: str, path: str, traced: bool) -> list[float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     mode = "traced" if traced else "rss"
     done = subprocess.run(
-        [sys.executable, __file__, "--child", url, db_url, shape, mode],
+        [sys.executable, __file__, "--child", url, db_url, shape, path, mode],
         env=env,
         capture_output=True,
         text=True,
@@ -391,11 +436,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--against", type=Path, help="an older checkout to compare with")
     parser.add_argument("--shape", choices=SHAPES, action="append", help="default: all")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        url, db_url, shape, mode = args.child
-        asyncio.run(measure(url, db_url, shape, mode == "traced"))
+        url, db_url, shape, path, mode = args.child
+        asyncio.run(measure(url, db_url, shape, path, mode == "traced"))
         return
 
     from evalkit.embedded import EmbeddedPostgres
@@ -415,7 +460,10 @@ def main() -> None:
                 for _ in range(args.rounds):
                     for name, tree in trees.items():
                         rss[name].append(run_child(tree, url, db_url, shape, traced=False))
-                traced = {n: run_child(t, url, db_url, shape, traced=True) for n, t in trees.items()}
+                traced = {
+                    name: run_child(tree, url, db_url, shape, traced=True)
+                    for name, tree in trees.items()
+                }
                 report(shape, size, trees, rss, traced, args.rounds)
         finally:
             pg.stop()

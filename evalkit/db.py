@@ -5,15 +5,19 @@ carrying the constraint name, values the database cannot hold become :class:`Val
 connection failures become :class:`DatabaseError`.
 
 Large JSON documents (trajectories) pass through as text: :class:`JsonBytes` sends bytes
-that already are JSON as a ``jsonb`` parameter, and :meth:`Conn.one_json_bytes` returns
-``json`` columns as their text's bytes, for the caller to decode into its own types.
+that already are JSON as a ``jsonb`` parameter, and :meth:`Conn.one_decoding_json` hands
+``json`` columns to the caller's decoder straight from the received buffer. libpq keeps its
+send and receive buffers as large as the largest message a connection carried, for as long
+as the connection lives, so a connection that carried one over :data:`LARGE_MESSAGE_BYTES`
+is closed when it is given back (the pool opens a new one).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -27,6 +31,8 @@ from evalkit.errors import DatabaseError, EvalkitError
 from evalkit.sql import queries
 
 Row = dict[str, Any]
+
+__all__ = ["Buffer", "Conn", "Database", "IntegrityError", "JsonBytes", "Row", "ValueRefused"]
 
 
 class JsonBytes:
@@ -46,9 +52,35 @@ class _JsonBytesDumper(Dumper):
         return obj.data
 
 
-class _JsonBytesLoader(Loader):
-    def load(self, data: Buffer) -> bytes:
-        return bytes(data)
+def _json_loader(
+    decode: Callable[[Buffer], Any], raw: psycopg.AsyncConnection[Any]
+) -> type[Loader]:
+    class DecodingLoader(Loader):
+        def load(self, data: Buffer) -> Any:
+            if len(data) > LARGE_MESSAGE_BYTES:
+                _oversized.add(raw)
+            return decode(data)
+
+    return DecodingLoader
+
+
+LARGE_MESSAGE_BYTES = 2**20
+"""A connection that sent or received a value this large is replaced once given back."""
+_oversized: weakref.WeakSet[psycopg.AsyncConnection[Any]] = weakref.WeakSet()
+
+
+def _retire(raw: psycopg.AsyncConnection[Any]) -> None:
+    """Have the pool close ``raw`` when it comes back, as it closes one past its
+    ``max_lifetime`` (and open another): psycopg_pool has no public call for one connection,
+    and closing it here would log it as broken. tests/integration/test_db_buffers.py fails
+    if a psycopg_pool upgrade stops honouring it."""
+    raw._expire_at = 0.0  # type: ignore[attr-defined]
+
+
+def _large(value: object) -> bool:
+    if isinstance(value, JsonBytes):
+        value = value.data
+    return isinstance(value, str | bytes) and len(value) > LARGE_MESSAGE_BYTES
 
 
 psycopg.adapters.register_dumper(JsonBytes, _JsonBytesDumper)
@@ -88,10 +120,13 @@ class Conn:
         async with self._run(query, params) as cur:
             return await cur.fetchone()
 
-    async def one_json_bytes(self, query: str, /, **params: Any) -> Row | None:
-        """:meth:`one`, with each ``json`` column (``x::json``, not ``jsonb``) as the bytes
-        of its text: the caller decodes it into its own types, with no generic copy."""
-        async with self._run(query, params, json_bytes=True) as cur:
+    async def one_decoding_json(
+        self, query: str, decode: Callable[[Buffer], Any], /, **params: Any
+    ) -> Row | None:
+        """:meth:`one`, with each ``json`` column (``x::json``, not ``jsonb``) given by
+        ``decode`` from its text as received (a view valid during the call): the caller
+        decodes into its own types, with no copy of the text and no generic decode."""
+        async with self._run(query, params, json=decode) as cur:
             return await cur.fetchone()
 
     async def all(self, query: str, /, **params: Any) -> list[Row]:
@@ -110,12 +145,14 @@ class Conn:
 
     @asynccontextmanager
     async def _run(
-        self, name: str, params: dict[str, Any], *, json_bytes: bool = False
+        self, name: str, params: dict[str, Any], *, json: Callable[[Buffer], Any] | None = None
     ) -> AsyncIterator[psycopg.AsyncCursor[Row]]:
+        if any(_large(value) for value in params.values()):
+            _oversized.add(self.raw)
         try:
             async with self.raw.cursor() as cur:
-                if json_bytes:
-                    cur.adapters.register_loader("json", _JsonBytesLoader)
+                if json is not None:
+                    cur.adapters.register_loader("json", _json_loader(json, self.raw))
                 await cur.execute(queries[name], params)
                 yield cur
         except psycopg.errors.IntegrityError as exc:
@@ -173,6 +210,8 @@ class Database:
             async with self.pool.connection(timeout=10.0) as raw:
                 try:
                     yield raw
+                    if raw in _oversized:
+                        _retire(raw)
                 except psycopg.OperationalError as exc:
                     # BEGIN or COMMIT (outside Conn's verbs) on a connection that died
                     if raw.broken:

@@ -2,8 +2,8 @@
 -- Everything an evaluator sees of one run: the run, its case version (and the version its
 -- overlay patches), its trajectory, the experiment's capabilities and current round, the
 -- agent's own provides; and which evaluators already stored scores in the round asked for
--- (null: the current one). The trajectory is cast to json, which Conn.one_json_bytes hands
--- over as its text's bytes (decoded into the ATIF Structs by the caller).
+-- (null: the current one). A valid trajectory is cast to json, which Conn.one_decoding_json
+-- hands to the caller's decoder as the text received (decoded into the ATIF Structs).
 SELECT r.id AS run_id, r.experiment_id, r.case_id, r.repetition, r.state, r.harness_status,
        r.timed_out, r.answer, r.output, r.started_at,
        COALESCE(r.harness_done_at, r.finished_at) AS finished_at,
@@ -14,7 +14,7 @@ SELECT r.id AS run_id, r.experiment_id, r.case_id, r.repetition, r.state, r.harn
                AND s.round = COALESCE(%(round)s::integer, e.scoring_round)) AS stored,
        a.workspace_id AS agent_workspace_id, a.provides AS agent_provides,
        v.content, tv.content AS target_content,
-       t.body::json AS trajectory, t.valid AS trajectory_valid
+       CASE WHEN t.valid THEN t.body::json END AS trajectory, t.valid AS trajectory_valid
 FROM runs r
 JOIN experiments e ON e.id = r.experiment_id
 JOIN agents a ON a.id = r.agent_id

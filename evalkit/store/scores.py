@@ -10,7 +10,7 @@ import msgspec
 from evalkit.atif.model import Trajectory
 from evalkit.cases.model import canonical_json
 from evalkit.cases.suite import apply_overlay
-from evalkit.db import Conn
+from evalkit.db import Buffer, Conn
 from evalkit.errors import NotFound
 from evalkit.model import scores as wire
 from evalkit.model.harness import Provides
@@ -40,7 +40,9 @@ class Loaded(msgspec.Struct, kw_only=True):
 
 async def run_context(conn: Conn, run_id: int, round: int | None = None) -> Loaded:
     """The run as its evaluators see it (see :func:`context_from_row`), in ``round``."""
-    row = await conn.one_json_bytes("score_context_get", run_id=run_id, round=round)
+    row = await conn.one_decoding_json(
+        "score_context_get", _decode_trajectory, run_id=run_id, round=round
+    )
     if row is None:
         raise NotFound(f"no run {run_id}; see `evalkit experiments show ID`", code="no-such-run")
     return Loaded(
@@ -54,9 +56,10 @@ async def run_context(conn: Conn, run_id: int, round: int | None = None) -> Load
 def context_from_row(row: dict[str, Any]) -> RunContext:
     """The case's effective content is its pinned version with the overlay applied; the
     agent's ``provides`` overrides, key by key, what the experiment recorded; a run with
-    only structured output has that output, as canonical JSON, for its answer. The
-    trajectory comes as the bytes of its JSON text and is decoded straight into the ATIF
-    Structs (no dict of it is built)."""
+    only structured output has that output, as canonical JSON, for its answer. A valid
+    trajectory comes decoded straight into the ATIF Structs from the text PostgreSQL sent
+    (:func:`_decode_trajectory`: no dict of it is built), or as the text of why it could
+    not be."""
     content = row["content"]
     if row["target_content"] is not None:
         content = apply_overlay(row["target_content"], content)
@@ -64,7 +67,7 @@ def context_from_row(row: dict[str, Any]) -> RunContext:
     if answer is None and output is not None:
         answer = canonical_json(output).decode()
     valid = row["trajectory_valid"]
-    trajectory, unreadable = _read_trajectory(row["trajectory"] if valid else None)
+    stored = row["trajectory"] if valid else None
     return RunContext(
         run_id=row["run_id"],
         experiment_id=row["experiment_id"],
@@ -74,9 +77,9 @@ def context_from_row(row: dict[str, Any]) -> RunContext:
         case=content,
         answer=answer,
         output=output,
-        trajectory=trajectory,
+        trajectory=stored if isinstance(stored, Trajectory) else None,
         trajectory_valid=valid,
-        trajectory_unreadable=unreadable,
+        trajectory_unreadable=isinstance(stored, str),
         provides=provides_of(row["capabilities"], row["agent_provides"]),
         model=row["model"],
         started_at=row["started_at"],
@@ -87,15 +90,13 @@ def context_from_row(row: dict[str, Any]) -> RunContext:
     )
 
 
-def _read_trajectory(data: bytes | None) -> tuple[Trajectory | None, bool]:
-    """The stored trajectory as Structs, and whether it could not be read as them (valid by
-    the validator's walk, refused by the Structs: a gap between the two)."""
-    if data is None:
-        return None, False
+def _decode_trajectory(text: Buffer) -> Trajectory | str:
+    """A stored valid trajectory as Structs, or why it cannot be read as them (valid by the
+    validator's walk, refused by the Structs: a gap between the two)."""
     try:
-        return _trajectory.decode(data), False
-    except (msgspec.DecodeError, ValueError):
-        return None, True
+        return _trajectory.decode(text)
+    except (msgspec.DecodeError, ValueError) as exc:
+        return str(exc)
 
 
 def provides_of(
