@@ -74,7 +74,7 @@ def _retire(raw: psycopg.AsyncConnection[Any]) -> None:
     ``max_lifetime`` (and open another): psycopg_pool has no public call for one connection,
     and closing it here would log it as broken. tests/integration/test_db_buffers.py fails
     if a psycopg_pool upgrade stops honouring it."""
-    raw._expire_at = 0.0  # type: ignore[attr-defined]
+    raw._expire_at = 0.0
 
 
 def _large(value: object) -> bool:
