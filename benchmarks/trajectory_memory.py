@@ -14,10 +14,10 @@ A fresh process per measurement takes evalkit's own code through each phase:
 - worker: ``fetch`` (``HarnessClient.trajectory``), ``collect`` (``machine.step`` in
   ``collecting``), ``validate`` (``store.runs._checked``), ``write`` (the checked fields
   with the statement's casts, into a table shaped like ``trajectories`` on an embedded
-  PostgreSQL), ``read back`` (the stored trajectory as scoring reads it, then
-  ``store.scores.context_from_row``), then each built-in evaluator of the trajectory, the
-  judge's prompt (``build_messages``) and a remote evaluator's request (``build_request``,
-  encoded);
+  PostgreSQL, through the tree's ``db.Database`` pool), ``read back`` (the stored
+  trajectory as scoring reads it, then ``store.scores.context_from_row``), then each
+  built-in evaluator of the trajectory, the judge's prompt (``build_messages``) and a
+  remote evaluator's request (``build_request``, encoded);
 - SDK upload (``POST /api/runs/{id}/transition``, whose body carries the trajectory as a
   JSON string): ``upload decode`` (the body into ``wire.Transition``), ``upload validate``
   and ``upload write``.
@@ -214,29 +214,43 @@ class Meter:
 
 async def measure(harness_url: str, db_url: str, shape: str, path: str, traced: bool) -> None:
     """One pass through the phases of ``path`` (worker or upload), printing each phase's
-    peak (MB) above the baseline."""
+    peak (MB) above the baseline. The statements go through the tree's own pool
+    (``db.Database``, one connection), as the worker's do."""
     import httpx
-    import psycopg
-    from psycopg.rows import dict_row
 
-    import evalkit.db  # noqa: F401  (its adapters, before the connection copies them)
+    from evalkit import db
     from evalkit.harness.client import HarnessClient
+    from evalkit.sql import queries
 
-    async with (
-        httpx.AsyncClient(timeout=60) as http,
-        await psycopg.AsyncConnection.connect(
-            db_url, autocommit=True, row_factory=dict_row
-        ) as conn,
-    ):
-        await conn.execute(
-            "CREATE TEMP TABLE t (source text, body jsonb, raw text, partial boolean, "
-            "valid boolean, errors jsonb)"
-        )
-        harness = HarnessClient(harness_url, None, http)
-        if path == "worker":
-            peaks = await worker_path(harness, conn, shape, traced)
-        else:
-            peaks = await upload_path(harness, conn, shape, traced)
+    table = f"bench_trajectories_{os.getpid()}"
+    statements = {
+        "bench_create": f"CREATE TABLE {table} (source text, body jsonb, raw text, "
+        "partial boolean, valid boolean, errors jsonb)",
+        "bench_drop": f"DROP TABLE {table}",
+        "bench_insert": f"INSERT INTO {table} SELECT %(source)s::text, %(body)s::jsonb, "
+        "%(raw)s::text, %(partial)s::boolean, %(valid)s::boolean, %(errors)s::jsonb",
+        # as each tree's score_context_get reads it: jsonb decoded by psycopg (before), or
+        # a valid one cast to json for the caller's decoder (Conn.one_decoding_json)
+        "bench_read_jsonb": f"SELECT body AS trajectory, valid FROM {table}",
+        "bench_read_json": f"SELECT CASE WHEN valid THEN body::json END AS trajectory, valid "
+        f"FROM {table}",
+    }
+    queries.update(statements)  # type: ignore[arg-type]
+    database = db.Database(db_url, min_size=1, max_size=1)
+    await database.open()
+    try:
+        async with database.connection() as conn:
+            await conn.execute("bench_create")
+        async with httpx.AsyncClient(timeout=60) as http:
+            harness = HarnessClient(harness_url, None, http)
+            if path == "worker":
+                peaks = await worker_path(harness, database, shape, traced)
+            else:
+                peaks = await upload_path(harness, database, shape, traced)
+        async with database.connection() as conn:
+            await conn.execute("bench_drop")
+    finally:
+        await database.close()
     print(" ".join(f"{peak:.1f}" for peak in peaks.values()))
 
 
@@ -252,12 +266,6 @@ class Phases:
         return result
 
 
-INSERT = (
-    "INSERT INTO t SELECT %(source)s::text, %(body)s::jsonb, %(raw)s::text, "
-    "%(partial)s::boolean, %(valid)s::boolean, %(errors)s::jsonb"
-)
-
-
 async def validate(record: Any) -> Any:
     from evalkit.store import runs as store
 
@@ -266,14 +274,14 @@ async def validate(record: Any) -> Any:
     return checked
 
 
-async def write(conn: Any, checked: dict[str, Any]) -> None:
-    await conn.execute(INSERT, checked)
+async def write(database: Any, checked: dict[str, Any]) -> None:
+    async with database.connection() as conn:
+        await conn.execute("bench_insert", **checked)
 
 
-async def worker_path(harness: Any, conn: Any, shape: str, traced: bool) -> dict[str, float]:
+async def worker_path(harness: Any, database: Any, shape: str, traced: bool) -> dict[str, float]:
     import msgspec
 
-    from evalkit import db
     from evalkit.cases.model import JudgeConfig
     from evalkit.model import runs as wire
     from evalkit.model.harness import Capabilities, Provides
@@ -322,9 +330,9 @@ async def worker_path(harness: Any, conn: Any, shape: str, traced: bool) -> dict
     record = await phases.run("collect", collect)
     checked = await phases.run("validate", validate, record)
     del record
-    await phases.run("write", write, conn, checked)
+    await phases.run("write", write, database, checked)
     del checked
-    ctx = await phases.run("read back", read_back, db.Conn(conn))
+    ctx = await phases.run("read back", read_back, database)
     for name in EVALUATORS:
         await phases.run(name, evaluate, name, ctx)
     await phases.run("judge prompt", judge, ctx)
@@ -332,20 +340,17 @@ async def worker_path(harness: Any, conn: Any, shape: str, traced: bool) -> dict
     return phases.peaks
 
 
-async def read_back(conn: Any) -> Any:
-    """The stored trajectory as each tree's ``score_context_get`` reads it (jsonb decoded by
-    psycopg before; a valid one cast to json and decoded by the caller's decoder after),
-    then ``context_from_row``."""
-    from evalkit.sql import queries
+async def read_back(database: Any) -> Any:
+    """The stored trajectory as each tree's ``score_context_get`` reads it, then
+    ``context_from_row``."""
     from evalkit.store import scores
 
     decoder = getattr(scores, "_decode_trajectory", None)
-    cast = "CASE WHEN valid THEN body::json END" if decoder else "body"
-    queries["bench_trajectory"] = f"SELECT {cast} AS trajectory, valid FROM t"  # type: ignore[index]
-    if decoder is not None:
-        row = await conn.one_decoding_json("bench_trajectory", decoder)
-    else:
-        row = await conn.one("bench_trajectory")
+    async with database.connection() as conn:
+        if decoder is not None:
+            row = await conn.one_decoding_json("bench_read_json", decoder)
+        else:
+            row = await conn.one("bench_read_jsonb")
     assert row is not None
     return scores.context_from_row(
         {**CONTEXT_ROW, "trajectory": row["trajectory"], "trajectory_valid": row["valid"]}
@@ -373,7 +378,7 @@ CONTEXT_ROW: dict[str, Any] = {
 }
 
 
-async def upload_path(harness: Any, conn: Any, shape: str, traced: bool) -> dict[str, float]:
+async def upload_path(harness: Any, database: Any, shape: str, traced: bool) -> dict[str, float]:
     """The SDK's upload: the trajectory as a JSON string inside the transition's body, as
     the edge has read it (the baseline includes the body)."""
     import msgspec
@@ -400,7 +405,7 @@ async def upload_path(harness: Any, conn: Any, shape: str, traced: bool) -> dict
     del body
     checked = await phases.run("upload validate", validate, transition.trajectory)
     del transition
-    await phases.run("upload write", write, conn, checked)
+    await phases.run("upload write", write, database, checked)
     return phases.peaks
 
 
