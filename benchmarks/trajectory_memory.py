@@ -22,10 +22,13 @@ A fresh process per measurement takes evalkit's own code through each phase:
   JSON string): ``upload decode`` (the body into ``wire.Transition``), ``upload validate``
   and ``upload write``.
 
-Each phase prints its peak above the process's baseline after the imports: the peak RSS
-(``VmHWM``, reset before each phase through ``/proc/self/clear_refs``; it counts libpq's
-buffers, which tracemalloc does not see) and, in a second process, tracemalloc's peak of
-Python allocations (deterministic). Figures are MB and the ratio to the trajectory's size.
+``kept after`` is what the process still holds once the run is scored and its objects
+dropped, with the pool's connection open (libpq keeps its buffers as large as the largest
+message a connection carried). Each other phase prints its peak above the process's
+baseline after the imports: the peak RSS (``VmHWM``, reset before each phase through
+``/proc/self/clear_refs``; it counts libpq's buffers, which tracemalloc does not see) and,
+in a second process, tracemalloc's peak of Python allocations (deterministic). Figures are
+MB and the ratio to the trajectory's size.
 
     uv run python benchmarks/trajectory_memory.py [--rounds 3] [--against DIR]
 
@@ -55,7 +58,7 @@ STEPS = 10_083
 SHAPES = ("long", "long-emoji", "dense")
 WORKER = ("fetch", "collect", "validate", "write", "read back")
 EVALUATORS = ("tool_calls", "max_steps", "latency", "tokens", "cost", "steps", "tool_call_count")
-SCORING = (*EVALUATORS, "judge prompt", "remote request")
+SCORING = (*EVALUATORS, "judge prompt", "remote request", "kept after")
 UPLOAD = ("upload decode", "upload validate", "upload write")
 PHASES = (*WORKER, *SCORING, *UPLOAD)
 CONFIGS: dict[str, Any] = {"tool_calls": {"required": ["calculator"]}, "max_steps": 100_000}
@@ -207,6 +210,11 @@ class Meter:
         else:
             Path("/proc/self/clear_refs").write_text("5")  # VmHWM back to the current RSS
 
+    def kept(self) -> float:
+        """What the process still holds above the baseline (not a peak)."""
+        gc.collect()
+        return max(0, self._now() - self.base) / 1e6
+
     def peak(self) -> float:
         top = tracemalloc.get_traced_memory()[1] if self.traced else self._status("VmHWM")
         return max(0, top - self.base) / 1e6
@@ -337,6 +345,8 @@ async def worker_path(harness: Any, database: Any, shape: str, traced: bool) -> 
         await phases.run(name, evaluate, name, ctx)
     await phases.run("judge prompt", judge, ctx)
     await phases.run("remote request", remote_request, ctx)
+    del ctx
+    phases.peaks["kept after"] = phases.meter.kept()  # the pool's connections still open
     return phases.peaks
 
 

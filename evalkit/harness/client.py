@@ -7,6 +7,7 @@ The run state machine retries the first kind with backoff and fails the run on t
 
 from __future__ import annotations
 
+import io
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -106,16 +107,16 @@ class HarnessClient:
 
 
 async def _read_capped(resp: httpx.Response, where: str) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
+    # A BytesIO hands over its buffer without a copy: joining the chunks would hold a large
+    # trajectory twice.
+    body = io.BytesIO()
     async for chunk in resp.aiter_bytes():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
+        if body.tell() + len(chunk) > MAX_BODY_BYTES:
             raise HarnessError(
                 f"{where}: answer larger than {MAX_BODY_BYTES // 2**20} MiB", retryable=False
             )
-        chunks.append(chunk)
-    return b"".join(chunks)
+        body.write(chunk)
+    return body.getvalue()
 
 
 def _status_error(where: str, status: int, body: bytes) -> HarnessError:
