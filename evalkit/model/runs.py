@@ -280,9 +280,10 @@ class TrajectoryRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     partial: bool = False
     fetch_error: str | None = None
     received: bytes | None = None
-    """The trajectory as the bytes the server's harness client read, in place of ``raw``
-    (clients send ``raw``). Kept as bytes to the database: as a Python str, the text of a
-    large trajectory takes 2 or 4 bytes a character once one character needs them."""
+    """The trajectory as the bytes the harness client read, in place of ``raw``. Kept as
+    bytes to the database: as a Python str, the text of a large trajectory takes 2 or 4
+    bytes a character once one character needs them. Clients post ``raw`` instead
+    (``runs.local.as_posted``)."""
 
 
 class Transition(Input, kw_only=True, omit_defaults=True):

@@ -25,6 +25,17 @@ class ServerError(EvalkitError):
     """The evalkit server refused or failed a call of the driver."""
 
 
+def as_posted(transition: Transition) -> Transition:
+    """``transition`` as the server's API takes it: a trajectory the harness client read as
+    bytes goes as its text (``raw``), the form every server version reads."""
+    record = transition.trajectory
+    if record is None or record.received is None:
+        return transition
+    text = record.received.decode("utf-8", "replace")
+    sent = msgspec.structs.replace(record, raw=text, received=None)
+    return msgspec.structs.replace(transition, trajectory=sent)
+
+
 class ServerLink:
     """The driver's calls to the evalkit server (async, with the caller's token)."""
 
@@ -42,7 +53,7 @@ class ServerLink:
         response = await self._send(
             "POST",
             f"/api/runs/{transition.run_id}/transition",
-            content=msgspec.json.encode(transition),
+            content=msgspec.json.encode(as_posted(transition)),
         )
         return msgspec.json.decode(response.content, type=TransitionResult)
 
