@@ -266,14 +266,15 @@ def make_client(
 
 
 async def once_more_if_dropped(send: Callable[[], Awaitable[T]]) -> T:
-    """Await ``send()``; when the peer closed the pooled kept-alive connection it went out on
-    without answering (``RemoteProtocolError``, as load balancers do to idle connections),
-    send it once more, which httpx does on a new connection.
+    """Await ``send()``; when the peer closed or reset the pooled kept-alive connection it
+    went out on without answering (``RemoteProtocolError`` or ``ReadError``, as load
+    balancers do to idle connections), send it once more, which httpx does on a new
+    connection.
 
     Only for calls that may be repeated: every Harness API call, a judge's completion and a
     remote evaluator's scoring request are.
     """
     try:
         return await send()
-    except httpx.RemoteProtocolError:
+    except (httpx.RemoteProtocolError, httpx.ReadError):
         return await send()
