@@ -93,7 +93,8 @@ def load_suite(
         raise SuiteError(format_report(report), report)
     cases: list[Case] = []
     for parsed in analysis.cases:
-        content = {key: value for key, value in parsed.data.items() if key != "id"}
+        data = parsed.data
+        content = data if "id" not in data else {k: v for k, v in data.items() if k != "id"}
         cases.append(
             Case(
                 id=parsed.id,

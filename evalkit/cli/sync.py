@@ -373,7 +373,11 @@ def _send(
     by_sha = {suite.fixtures[k].sha256: suite.fixtures[k] for c in full for k in c.fixture_keys}
     _upload_missing_fixtures(client, base, by_sha, uploads)
     request = _sync_request(suite, full, **fields)
-    request.known = [wire.KnownCase(id=case_id, version_hash=hashes[case_id]) for case_id in known]
+    request.known = [
+        wire.KnownCase(id=case.id, version_hash=hashes[case.id])
+        for case in suite.cases
+        if case.id in known
+    ]
     note(f"sending {len(full)} cases" + (f", {len(known)} more by hash" if known else ""))
     try:
         response = client.http.post(
@@ -381,8 +385,15 @@ def _send(
             content=msgspec.json.encode(request),
             headers={"Content-Type": "application/json"},
         )
+    except httpx.ConnectError:
+        raise CliError(
+            f"cannot reach the evalkit server at {client.base_url}; is it running? "
+            f"(set {SERVER_URL_ENV} or run `evalkit login URL`)"
+        ) from None
+    except httpx.TimeoutException:
+        raise CliError(f"the evalkit server at {client.base_url} did not answer in time") from None
     except httpx.HTTPError as exc:
-        raise CliError(f"cannot reach the evalkit server at {client.base_url}: {exc}") from None
+        raise CliError(f"syncing to {client.base_url} failed: {exc}") from None
     nudge_if_outdated(response)
     if known and _refused_known(response):
         return None

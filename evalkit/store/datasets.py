@@ -231,7 +231,10 @@ async def sync_dataset(
                 code="fixture-missing",
             )
     ids = [c["id"] for c in cases] + [k.id for k in request.known]
-    taken = await ids_taken_elsewhere(conn, ws, ids, ds_id)
+    # case ids are unique within a workspace (cases_workspace_case_id_key): the ids this
+    # dataset holds already are nobody else's
+    fresh = [case_id for case_id in ids if case_id not in current]
+    taken = await ids_taken_elsewhere(conn, ws, fresh, ds_id) if fresh else {}
     if taken:
         listed = ", ".join(f"{cid} (in {ds})" for cid, ds in sorted(taken.items())[:5])
         raise Conflict(
