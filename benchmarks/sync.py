@@ -6,7 +6,9 @@ nothing changed, one case file edited, one fixture edited (five cases attach it)
 case file touched (new mtimes, same bytes, as a `git checkout` of another branch and back
 leaves them). Each line gives the whole command (wall clock, the CLI's start included) and
 the part inside the command (the CLI's own `seconds`, from the command's first line to its
-answer: reading the suite, asking git, the requests).
+answer: reading the suite, asking git, the requests). "CLI start" is the bare interpreter
+plus every module a re-sync imports (``-X importtime``, summed, the imports made inside the
+command included); "-start" is a step's seconds without it.
 
     uv run python benchmarks/sync.py [--cases 5000] [--fixtures 200] [--resyncs 3]
 
@@ -33,6 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 PASSWORD = "bench-password-1"
 TARGETS = {"first sync": 15.0, "no-change re-sync": 1.0}
 STEPS = ("first sync", "no-change re-sync", "one case edited", "one fixture edited", "touched")
+START = "CLI start"
 
 
 def write_suite(root: Path, cases: int, fixtures: int) -> Path:
@@ -61,17 +64,35 @@ def case_text(n: int, fixtures: int, answer: str | None = None) -> str:
     )
 
 
-def timed_sync(suite: Path, env: dict[str, str]) -> tuple[float, float, dict[str, object]]:
-    """(wall seconds, seconds inside the command, the JSON answer)."""
-    command = [sys.executable, "-c", "from evalkit.cli import main; main()", "sync"]
-    command += [str(suite), "--branch", "bench", "--sha", "0" * 40, "--json"]
+def timed_sync(
+    suite: Path, env: dict[str, str], *python_flags: str
+) -> tuple[float, float, dict[str, object], str]:
+    """(wall seconds, seconds inside the command, the JSON answer, stderr)."""
+    command = [sys.executable, *python_flags, "-c", "from evalkit.cli import main; main()"]
+    command += ["sync", str(suite), "--branch", "bench", "--sha", "0" * 40, "--json"]
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"sync failed: {done.stderr}")
     answer = json.loads(done.stdout)
-    return elapsed, float(answer["seconds"]), answer
+    return elapsed, float(answer["seconds"]), answer, done.stderr
+
+
+def cli_start(suite: Path, env: dict[str, str]) -> float:
+    """What a no-change re-sync spends starting: the bare interpreter, plus every module it
+    imports (``-X importtime``, summed; the imports inside the command included)."""
+    bare_start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    bare = time.perf_counter() - bare_start
+    _, _, _, stderr = timed_sync(suite, env, "-X", "importtime")
+    micros = 0
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            self_us = line.removeprefix("import time:").split("|")[0].strip()
+            if self_us.isdigit():
+                micros += int(self_us)
+    return bare + micros / 1e6
 
 
 def run_once(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
@@ -88,7 +109,7 @@ def run_once(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
     work = Path(tempfile.mkdtemp(prefix="evalkit-bench-"))
     cluster = EmbeddedPostgres(work / "pg", cleanup="delete")
     cluster.start()
-    figures: dict[str, list[tuple[float, float]]] = {step: [] for step in STEPS}
+    figures: dict[str, list[tuple[float, float]]] = {step: [] for step in (*STEPS, START)}
     try:
         with psycopg.connect(cluster.admin_url, autocommit=True) as conn:
             conn.execute("CREATE DATABASE bench")
@@ -111,7 +132,7 @@ def run_once(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
         print(f"suite: {args.cases} cases, {args.fixtures} fixtures (1 MB); CLI in a subprocess")
 
         def step(name: str) -> None:
-            wall, inside, answer = timed_sync(suite, env)
+            wall, inside, answer, _ = timed_sync(suite, env)
             figures[name].append((wall, inside))
             counts = {k: answer[k] for k in ("unchanged", "known") if k in answer}
             changed = {k: len(answer[k]) for k in ("added", "changed") if answer[k]}
@@ -129,6 +150,9 @@ def run_once(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
         for path in suite.iterdir():
             os.utime(path, (now, now))
         step("touched")
+        start = cli_start(suite, env)
+        figures[START].append((start, start))
+        print(f"  {START:<20}{start:>7.2f} s  (the interpreter and every import of a re-sync)")
         server.stop()
     finally:
         cluster.stop()
@@ -137,14 +161,16 @@ def run_once(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
 
 
 def print_table(figures: dict[str, list[tuple[float, float]]]) -> None:
-    print(f"\n{'run':<22}{'seconds':>9}{'inside':>8}{'target':>9}{'ratio':>7}")
-    for name, runs in figures.items():
-        wall = statistics.median(w for w, _ in runs)
-        inside = statistics.median(i for _, i in runs)
+    start = statistics.median(w for w, _ in figures[START])
+    print(f"\n{'run':<22}{'seconds':>9}{'-start':>8}{'inside':>8}{'target':>9}{'ratio':>7}")
+    for name in STEPS:
+        wall = statistics.median(w for w, _ in figures[name])
+        inside = statistics.median(i for _, i in figures[name])
         target = TARGETS.get(name)
         ratio = f"{wall / target:>7.2f}" if target else ""
         shown = f"{target:>8.0f}s" if target else " " * 9
-        print(f"{name:<22}{wall:>9.2f}{inside:>8.2f}{shown}{ratio}")
+        print(f"{name:<22}{wall:>9.2f}{wall - start:>8.2f}{inside:>8.2f}{shown}{ratio}")
+    print(f"{START:<22}{start:>9.2f}   (-start: the seconds without it)")
 
 
 def compare_trees(args: argparse.Namespace) -> None:
@@ -159,7 +185,9 @@ def compare_trees(args: argparse.Namespace) -> None:
             print(f"round {round_no}: {name} tree ({tree}), load {_load()}", flush=True)
             for step, runs in _one_run(tree, passed).items():
                 results[name].setdefault(step, []).extend(runs)
-    print(f"\n{'run':<22}{'old s':>8}{'new s':>8}{'new/old':>9}{'old in':>8}{'new in':>8}")
+    starts = {tree: statistics.median(w for w, _ in results[tree][START]) for tree in results}
+    head = f"\n{'run':<22}{'old s':>8}{'new s':>8}{'new/old':>9}"
+    print(head + f"{'old -start':>11}{'new -start':>11}{'old in':>8}{'new in':>8}")
     for step in STEPS:
         old_runs, new_runs = results["old"][step], results["new"][step]
         before = statistics.median(w for w, _ in old_runs)
@@ -168,9 +196,14 @@ def compare_trees(args: argparse.Namespace) -> None:
         new_in = statistics.median(i for _, i in new_runs)
         print(
             f"{step:<22}{before:>8.2f}{after:>8.2f}{after / before:>9.2f}"
+            f"{before - starts['old']:>11.2f}{after - starts['new']:>11.2f}"
             f"{old_in:>8.2f}{new_in:>8.2f}"
         )
-    print(f"(medians of {args.rounds} alternating rounds; 'in': inside the command; {results})")
+    print(f"{START:<22}{starts['old']:>8.2f}{starts['new']:>8.2f}")
+    print(
+        f"(medians of {args.rounds} alternating rounds; -start: without the CLI start, "
+        f"'in': inside the command; {results})"
+    )
 
 
 def _one_run(tree: Path, passed: list[str]) -> dict[str, list[list[float]]]:

@@ -107,10 +107,12 @@ _checked_decoder = msgspec.msgpack.Decoder(Checked)
 
 def fingerprint() -> str:
     """Changes whenever the code that checks case files may give another answer."""
-    digest = hashlib.sha256(f"{FORMAT} {sys.version_info[:2]}".encode())
     import regex
     import yaml
 
+    from evalkit import __version__
+
+    digest = hashlib.sha256(f"{FORMAT} {__version__} {sys.version_info[:2]}".encode())
     libraries = f"msgspec {msgspec.__version__} yaml {yaml.__version__} "
     libraries += f"libyaml {getattr(yaml, '__with_libyaml__', False)} regex {regex.__version__}"
     digest.update(libraries.encode())

@@ -266,3 +266,18 @@ def test_text_mode_newlines_are_kept(repo: Path) -> None:
     result = analyze(suite_of(repo), load_project(repo))
     crlf = next(c for c in result.cases if c.id == "crlf")
     assert crlf.data["input"]["q"] == "one\ntwo\n"
+
+
+def test_a_request_without_cases_by_hash_is_what_older_servers_take() -> None:
+    """Fields at their default are left out, so a server from before ``known`` (its
+    requests refuse unknown fields) takes every sync that sends no case by hash."""
+    from evalkit.model import datasets as wire
+
+    plain = wire.SyncRequest(cases=[wire.SyncCase(id="a", content={"input": {}})])
+    assert msgspec.json.decode(msgspec.json.encode(plain)) == {
+        "cases": [{"id": "a", "content": {"input": {}}, "source": None, "fixtures": {}}]
+    }
+    by_hash = wire.SyncRequest(cases=[], known=[wire.KnownCase(id="a", version_hash="0" * 64)])
+    assert msgspec.json.decode(msgspec.json.encode(by_hash))["known"] == [
+        {"id": "a", "version_hash": "0" * 64}
+    ]
