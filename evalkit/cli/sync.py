@@ -30,7 +30,7 @@ from evalkit.cases import (
 )
 from evalkit.cases.lint import analyze
 from evalkit.cli.app import JsonFlag, app
-from evalkit.cli.client import SERVER_URL_ENV, Client, nudge_if_outdated, server_url
+from evalkit.cli.client import SERVER_URL_ENV, Client, server_url
 from evalkit.cli.output import CliError, emit_json, note, say, source_ref
 from evalkit.model import datasets as wire
 
@@ -369,6 +369,8 @@ def _send(
     The cases in ``known`` go by hash alone: their fixtures are on the server already (it
     holds the bytes of every version it has, and never deletes them).
     """
+    from evalkit.cli.client import nudge_if_outdated
+
     full = [case for case in suite.cases if case.id not in known]
     by_sha = {suite.fixtures[k].sha256: suite.fixtures[k] for c in full for k in c.fixture_keys}
     _upload_missing_fixtures(client, base, by_sha, uploads)
