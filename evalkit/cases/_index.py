@@ -50,6 +50,9 @@ RACY_SECONDS = 2
 """A file changed this recently (before it was read) is not vouched for by its stat: the
 filesystem may stamp a later write in the same tick with the same times (git calls this
 "racily clean")."""
+UNUSED_DAYS = 30
+"""An index not written for this long (its suite gone, a CI checkout's temporary directory)
+is deleted when another one is written."""
 MAX_TARGETS = 16
 """Servers, workspaces and datasets remembered per suite (the least recently synced go)."""
 
@@ -295,7 +298,26 @@ class SuiteIndex:
         except OSError as exc:
             return f"{self.file}: {exc.strerror or exc}"
         self._changed = False
+        _prune(self.file.parent, keep=self.file)
         return None
+
+
+def _prune(directory: Path, *, keep: Path) -> None:
+    """Delete the indexes (and leftover temporary files) not written for ``UNUSED_DAYS``."""
+    cutoff = time.time() - UNUSED_DAYS * 86400
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                ours = entry.name.endswith(".index") or entry.name.startswith(".index-")
+                if not ours or entry.path == str(keep):
+                    continue
+                try:
+                    if entry.stat().st_mtime < cutoff:
+                        os.unlink(entry.path)
+                except OSError:
+                    continue
+    except OSError:
+        return
 
 
 def _load(file: Path) -> _Data | None:

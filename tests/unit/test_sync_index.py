@@ -281,3 +281,18 @@ def test_a_request_without_cases_by_hash_is_what_older_servers_take() -> None:
     assert msgspec.json.decode(msgspec.json.encode(by_hash))["known"] == [
         {"id": "a", "version_hash": "0" * 64}
     ]
+
+
+def test_indexes_not_written_for_a_month_go_when_another_is_written(repo: Path) -> None:
+    index = opened(repo)
+    analysed(repo, index)
+    old = index.file.parent / ("0" * 32 + ".index")
+    recent = index.file.parent / ("1" * 32 + ".index")
+    for path in (old, recent):
+        path.write_bytes(b"an index of a suite that is gone")
+    month_ago = os.stat(old).st_mtime - 31 * 86400
+    os.utime(old, (month_ago, month_ago))
+    (suite_of(repo) / "plain.yaml").write_text("input: {q: changed}\n")
+    changed = opened(repo)
+    analysed(repo, changed)
+    assert not old.exists() and recent.exists() and changed.file.exists()
