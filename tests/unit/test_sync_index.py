@@ -296,3 +296,18 @@ def test_indexes_not_written_for_a_month_go_when_another_is_written(repo: Path) 
     changed = opened(repo)
     analysed(repo, changed)
     assert not old.exists() and recent.exists() and changed.file.exists()
+
+
+def test_checks_across_files_run_on_every_pass(repo: Path) -> None:
+    """A case file the index vouches for is still checked against evalkit.yaml and the
+    other files: a fixture key gone from the registry, a duplicate id in a new file."""
+    analysed(repo, opened(repo))
+    (repo / "evalkit.yaml").write_text("fixtures: {}\n")
+    (suite_of(repo) / "again.yaml").write_text("id: custom-id\ninput: {q: 2}\n")
+    index = opened(repo)
+    result = analysed(repo, index)
+    assert index.unchanged == 5
+    codes = {(f.code, Path(f.file).name) for f in result.report.findings}
+    assert ("E-FIXTURE-UNKNOWN", "with-file.yaml") in codes
+    assert ("E-CASE-ID-DUPLICATE", "named.yml") in codes  # again.yaml sorts first
+    same(result, analysed(repo, None))
