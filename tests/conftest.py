@@ -192,6 +192,7 @@ class Cli:
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cli:
     monkeypatch.setenv("EVALKIT_CLI_CONFIG_DIR", str(tmp_path / "cli-config"))
+    monkeypatch.setenv("EVALKIT_CACHE_DIR", str(tmp_path / "cache"))
     for name in ("EVALKIT_TOKEN", "EVALKIT_SERVER_URL", "EVALKIT_PASSWORD", "EVALKIT_CONFIG"):
         monkeypatch.delenv(name, raising=False)
     return Cli(capsys, monkeypatch)

@@ -3,6 +3,7 @@
 See docs/case-files.md for the file formats and the lint codes.
 """
 
+from evalkit.cases._index import SuiteIndex, sync_target
 from evalkit.cases.lint import format_report, format_summary, lint_suite
 from evalkit.cases.model import (
     BUILTIN_EVALUATORS,
@@ -28,6 +29,7 @@ from evalkit.cases.model import (
     content_hash,
     format_finding,
     format_findings,
+    version_hash,
 )
 from evalkit.cases.project import (
     PROJECT_FILE,
@@ -63,6 +65,7 @@ __all__ = [
     "RegexConfig",
     "Suite",
     "SuiteError",
+    "SuiteIndex",
     "TextMatchConfig",
     "ToolCallsConfig",
     "apply_overlay",
@@ -77,4 +80,6 @@ __all__ = [
     "lint_suite",
     "load_project",
     "load_suite",
+    "sync_target",
+    "version_hash",
 ]

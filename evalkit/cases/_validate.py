@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -15,6 +14,7 @@ from evalkit.cases.model import (
     CASE_ID_RE,
     CASE_ID_RULE,
     CaseFile,
+    content_hash,
 )
 
 CASE_KEYS = (
@@ -30,11 +30,12 @@ CASE_KEYS = (
 )
 
 
-@dataclass
-class ParsedCase:
+class ParsedCase(msgspec.Struct, kw_only=True, array_like=True, gc=False):
     """A checked case file, with the lines lint needs later.
 
-    ``case_file`` is None when the file has errors; its id still counts for duplicates.
+    ``valid`` is False when the file has errors; its id still counts for duplicates. The
+    sync index keeps these (msgpack, so this is a Struct), without ``case_file``: a case it
+    gives back has only what lint and sync use.
     """
 
     file: str
@@ -43,10 +44,17 @@ class ParsedCase:
     id_line: int | None
     data: dict[str, Any]
     case_file: CaseFile | None
-    fixture_refs: list[tuple[str, int]] = field(default_factory=list)
+    """The typed model of a valid case (None when the file has errors, or from the index)."""
+    fixture_refs: list[tuple[str, int]] = []
     overlay: str | None = None
     overlay_line: int | None = None
-    custom_refs: list[tuple[str, int]] = field(default_factory=list)
+    custom_refs: list[tuple[str, int]] = []
+    valid: bool = False
+    """The file has no errors."""
+    fixture_keys: list[str] = []
+    """The keys under ``input.files`` of a valid case, each once, in order."""
+    content_hash: str | None = None
+    """``content_hash`` of a valid case's content (the mapping without ``id``)."""
 
 
 def check_case(sink: Sink, doc: Document, *, source: str, stem: str) -> ParsedCase | None:
@@ -83,11 +91,14 @@ def check_case(sink: Sink, doc: Document, *, source: str, stem: str) -> ParsedCa
     if case_id is None:
         return None
     case_file = None
+    chash = None
     if not sink.has_errors:
         try:
             case_file = msgspec.convert(data, CaseFile)
         except msgspec.ValidationError as exc:  # a gap between these checks and the model
             sink.error("E-SCHEMA-TYPE", node, f"the case does not fit the case model: {exc}")
+        else:
+            chash = content_hash({key: value for key, value in data.items() if key != "id"})
     return ParsedCase(
         file=sink.file,
         source=source,
@@ -99,6 +110,9 @@ def check_case(sink: Sink, doc: Document, *, source: str, stem: str) -> ParsedCa
         overlay=data["overlay"] if overlay_line is not None else None,
         overlay_line=overlay_line,
         custom_refs=ctx.custom_refs,
+        valid=case_file is not None,
+        fixture_keys=list(dict.fromkeys(case_file.files)) if case_file is not None else [],
+        content_hash=chash,
     )
 
 

@@ -8,11 +8,14 @@ W-CUSTOM-UNKNOWN for custom evaluators the server does not know) starts from the
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.cases._check import Sink
+from evalkit.cases._index import Checked, SuiteIndex
 from evalkit.cases._validate import ParsedCase, check_case
 from evalkit.cases._yaml import YamlSyntaxError, parse
 from evalkit.cases.model import (
@@ -41,8 +44,8 @@ class Analysis:
     """Case files without errors (after the id check: without duplicates), sorted by id."""
     ids: list[ParsedCase] = field(default_factory=list)
     """Every case file whose id is known, errors or not, in file order."""
-    fixtures: dict[str, tuple[FixtureEntry, int]] = field(default_factory=dict)
-    """Fixtures the cases use and that passed the checks: key -> (entry, size)."""
+    fixtures: dict[str, tuple[FixtureEntry, int, Path]] = field(default_factory=dict)
+    """Fixtures the cases use and that passed the checks: key -> (entry, size, real path)."""
 
 
 def lint_suite(
@@ -59,8 +62,14 @@ def lint_suite(
 
 
 def analyze(
-    directory: str | Path, project: ProjectConfig | None, *, max_fixture_bytes: int | None = None
+    directory: str | Path,
+    project: ProjectConfig | None,
+    *,
+    max_fixture_bytes: int | None = None,
+    index: SuiteIndex | None = None,
 ) -> Analysis:
+    """One pass over a suite. With ``index``, case files whose stat or bytes are the ones it
+    recorded are not parsed again: their findings come from the index (and go into it)."""
     suite = Path(directory)
     dataset = Path(os.path.normpath(suite.absolute())).name
     report = LintReport(suite=str(suite), dataset=dataset)
@@ -100,13 +109,14 @@ def analyze(
                 message="no case files (*.yaml, *.yml) in this directory",
             )
         )
-    for path in files:
-        sink = Sink(str(path))
-        parsed = _check_file(sink, suite, path)
+    prefix = "" if str(suite) == "." else str(suite).rstrip("/") + "/"  # as str(suite / name)
+    for name, st, is_link in files:
+        sink = Sink(prefix + name)
+        parsed = _check_file(sink, suite, name, st, is_link, index)
         findings.extend(sink.findings)
         if parsed is not None:
             analysis.ids.append(parsed)
-            if parsed.case_file is not None and not sink.has_errors:
+            if parsed.valid and not sink.has_errors:
                 analysis.cases.append(parsed)
     _check_ids(analysis)
     _check_fixtures(analysis, project, max_fixture_bytes)
@@ -150,31 +160,72 @@ def _finding(code: str, file: str, line: int | None, message: str) -> LintFindin
     return LintFinding(code=code, severity="error", file=file, line=line, message=message)
 
 
-def _case_files(suite: Path) -> list[Path]:
-    return sorted(
-        path
-        for path in suite.iterdir()
-        if path.suffix in CASE_SUFFIXES
-        and not path.name.startswith(".")
-        and path.name != PROJECT_FILE
-        and path.is_file()
-    )
+def _case_files(suite: Path) -> list[tuple[str, os.stat_result, bool]]:
+    """The suite's case files (regular files, or links to them): name, stat, is a link."""
+    found: list[tuple[str, os.stat_result, bool]] = []
+    with os.scandir(suite) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.startswith(".") or name == PROJECT_FILE or not name.endswith(CASE_SUFFIXES):
+                continue
+            try:
+                st = entry.stat()
+            except OSError:  # a dangling link
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found.append((name, st, entry.is_symlink()))
+    found.sort(key=lambda item: item[0])
+    return found
 
 
-def _check_file(sink: Sink, suite: Path, path: Path) -> ParsedCase | None:
-    if path.is_symlink() and not path.resolve().is_relative_to(suite.resolve()):
-        sink.error(
-            "E-PATH-ESCAPE",
-            None,
-            f"this case file is a link to {path.resolve()}, outside "
-            "the suite directory: copy the file into the suite instead",
-        )
-        return None
+def _check_file(
+    sink: Sink,
+    suite: Path,
+    name: str,
+    st: os.stat_result,
+    is_link: bool,
+    index: SuiteIndex | None,
+) -> ParsedCase | None:
+    if is_link:
+        real = (suite / name).resolve()
+        if not real.is_relative_to(suite.resolve()):
+            sink.error(
+                "E-PATH-ESCAPE",
+                None,
+                f"this case file is a link to {real}, outside "
+                "the suite directory: copy the file into the suite instead",
+            )
+            return None
+    if index is None:
+        return _check_bytes(sink, name, _read(sink.file))
+    checked = index.reuse_by_stat(name, st, sink.file)
+    if checked is None:
+        data = _read(sink.file)
+        digest = hashlib.sha256(data).digest()
+        checked = index.reuse_by_content(name, st, digest, sink.file)
+        if checked is None:
+            parsed = _check_bytes(sink, name, data)
+            index.record(name, st, digest, Checked(findings=list(sink.findings), parsed=parsed))
+            return parsed
+    sink.findings.extend(checked.findings)
+    return checked.parsed
+
+
+def _read(file: str) -> bytes:
+    with open(file, "rb") as f:
+        return f.read()
+
+
+def _check_bytes(sink: Sink, name: str, data: bytes) -> ParsedCase | None:
     try:
-        doc = parse(path.read_text(encoding="utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         sink.error("E-YAML", None, "the file is not UTF-8 text: save it as UTF-8")
         return None
+    if "\r" in text:  # as reading in text mode does
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        doc = parse(text)
     except YamlSyntaxError as exc:
         sink.error("E-YAML", exc.line, f"invalid YAML: {exc.message}")
         return None
@@ -182,7 +233,7 @@ def _check_file(sink: Sink, suite: Path, path: Path) -> ParsedCase | None:
         sink.error(problem.code, problem.line, problem.message)
     if doc.data is None and doc.key_problems:
         return None
-    return check_case(sink, doc, source=path.relative_to(suite).as_posix(), stem=path.stem)
+    return check_case(sink, doc, source=name, stem=os.path.splitext(name)[0])
 
 
 def _check_ids(analysis: Analysis) -> None:
@@ -299,4 +350,4 @@ def _check_fixtures(analysis: Analysis, project: ProjectConfig | None, limit: in
                     )
                 )
             else:
-                analysis.fixtures[key] = (entry, size)
+                analysis.fixtures[key] = (entry, size, real)

@@ -166,6 +166,21 @@ def content_hash(content: Any) -> str:
     return hashlib.sha256(canonical_json(content)).hexdigest()
 
 
+def version_hash(content_sha: str, fixtures: dict[str, Any]) -> str:
+    """What makes two case versions the same: the content and the pinned fixture bytes and
+    context (the content names fixture keys, not bytes, so a changed file is a new version).
+
+    ``fixtures`` maps each key to its pin (``sha256`` and ``context``, other fields are not
+    part of it). The server stores this per version; ``evalkit sync`` computes the same to
+    name an unchanged case by its hash alone.
+    """
+    pins = {
+        key: {"sha256": pin["sha256"], "context": pin.get("context")}
+        for key, pin in fixtures.items()
+    }
+    return hashlib.sha256(canonical_json({"content": content_sha, "fixtures": pins})).hexdigest()
+
+
 # --------------------------------------------------------------------------- lint
 
 

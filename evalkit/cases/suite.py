@@ -8,8 +8,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from evalkit.cases._index import SuiteIndex
 from evalkit.cases.lint import analyze, format_report
-from evalkit.cases.model import Case, LintFinding, SuiteError, content_hash
+from evalkit.cases.model import Case, LintFinding, SuiteError, content_hash, version_hash
 from evalkit.cases.project import ProjectConfig
 
 _CHUNK = 1 << 20
@@ -35,11 +36,18 @@ class FixtureRef:
     """Absolute path of the file (symlinks resolved)."""
     size: int
     context: str | None = None
+    known_sha256: str | None = field(default=None, repr=False, compare=False)
+    """The sha256 when the sync index has it already."""
 
     @cached_property
     def sha256(self) -> str:
         """The file's sha256 (hex), read on first use."""
-        return hash_fixture(self.path)[0]
+        return self.known_sha256 or hash_fixture(self.path)[0]
+
+    @property
+    def pin(self) -> dict[str, Any]:
+        """What a case version records of this fixture (see ``version_hash``)."""
+        return {"sha256": self.sha256, "size": self.size, "context": self.context}
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,12 @@ class Suite:
     warnings: list[LintFinding] = field(default_factory=list)
     custom_evaluators: frozenset[str] = frozenset()
 
+    def version_hash(self, case: Case) -> str:
+        """The case's version hash, as the server computes it from what sync sends."""
+        return version_hash(
+            case.content_hash, {key: self.fixtures[key].pin for key in case.fixture_keys}
+        )
+
     def case(self, case_id: str) -> Case:
         for case in self.cases:
             if case.id == case_id:
@@ -66,30 +80,37 @@ def load_suite(
     project: ProjectConfig | None = None,
     *,
     max_fixture_bytes: int | None = None,
+    index: SuiteIndex | None = None,
 ) -> Suite:
-    """Parse and check a suite. Raises SuiteError (with the lint report) on any error."""
-    analysis = analyze(directory, project, max_fixture_bytes=max_fixture_bytes)
+    """Parse and check a suite. Raises SuiteError (with the lint report) on any error.
+
+    With ``index`` (``evalkit sync``), files the index vouches for are not parsed again and
+    the fixtures' sha256 are computed now, each file read only when its stat changed.
+    """
+    analysis = analyze(directory, project, max_fixture_bytes=max_fixture_bytes, index=index)
     report = analysis.report
     if not report.ok:
         raise SuiteError(format_report(report), report)
     cases: list[Case] = []
     for parsed in analysis.cases:
-        assert parsed.case_file is not None  # analysis.cases holds files without errors
-        content = {key: value for key, value in parsed.data.items() if key != "id"}
+        data = parsed.data
+        content = data if "id" not in data else {k: v for k, v in data.items() if k != "id"}
         cases.append(
             Case(
                 id=parsed.id,
                 source=parsed.source,
                 content=content,
-                content_hash=content_hash(content),
-                fixture_keys=list(dict.fromkeys(parsed.case_file.files)),
-                overlay=parsed.case_file.overlay,
+                content_hash=parsed.content_hash or content_hash(content),
+                fixture_keys=parsed.fixture_keys,
+                overlay=parsed.overlay,
             )
         )
-    fixtures = {
-        key: FixtureRef(key=key, path=entry.resolved.resolve(), size=size, context=entry.context)
-        for key, (entry, size) in sorted(analysis.fixtures.items())
-    }
+    fixtures: dict[str, FixtureRef] = {}
+    for key, (entry, size, path) in sorted(analysis.fixtures.items()):
+        known = index.fixture_sha256(path) if index is not None else None
+        fixtures[key] = FixtureRef(
+            key=key, path=path, size=size, context=entry.context, known_sha256=known
+        )
     return Suite(
         name=report.dataset,
         path=Path(directory).absolute(),

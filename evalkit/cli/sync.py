@@ -14,6 +14,7 @@ import msgspec
 from cyclopts import Parameter
 
 from evalkit.cases import (
+    Case,
     FixtureRef,
     LintFinding,
     ProjectConfig,
@@ -21,9 +22,11 @@ from evalkit.cases import (
     ProjectNotFound,
     Suite,
     SuiteError,
+    SuiteIndex,
     format_report,
     load_project,
     load_suite,
+    sync_target,
 )
 from evalkit.cases.lint import analyze
 from evalkit.cli.app import JsonFlag, app
@@ -231,11 +234,44 @@ def sync(
     Uploads only fixture bytes the server lacks, adds a new version only for changed cases,
     soft-removes cases whose files are gone, and records the git branch and commit, and
     whether the synced files had uncommitted changes (shown as "with uncommitted changes").
+    Case files unchanged since the last sync from this directory are not parsed again, and
+    cases unchanged on the server are sent by hash.
     """
     started = time.monotonic()
     project = project_near(directory)
+    index = SuiteIndex.open(directory)
     try:
-        suite = load_suite(directory, project)
+        return _sync(
+            directory,
+            project,
+            index,
+            workspace=workspace,
+            actor=actor,
+            branch=branch,
+            sha=sha,
+            json=json,
+            started=started,
+        )
+    finally:
+        problem = index.save()
+        if problem is not None:
+            note(f"could not write the sync index ({problem}): the next sync reads every file")
+
+
+def _sync(
+    directory: Path,
+    project: ProjectConfig | None,
+    index: SuiteIndex,
+    *,
+    workspace: str | None,
+    actor: str | None,
+    branch: str | None,
+    sha: str | None,
+    json: bool,
+    started: float,
+) -> int:
+    try:
+        suite = load_suite(directory, project, index=index)
     except SuiteError as exc:
         note(format_report(exc.report))
         raise CliError(f"{exc.report.dataset}: fix the errors above before syncing") from None
@@ -252,19 +288,30 @@ def sync(
             f"recorded as {source_ref(branch, sha, dirty=True)}; commit them first to record "
             "a clean commit"
         )
+    hashes = {case.id: suite.version_hash(case) for case in suite.cases}
     with _client(project) as client:
         ws = workspace or client.personal_workspace()
         base = f"/api/workspaces/{ws}"
-        note(f"{suite.name}@{ws}: {len(suite.cases)} cases, {len(suite.fixtures)} fixtures")
-        used = {key for case in suite.cases for key in case.fixture_keys}
-        fixtures = {key: ref for key, ref in suite.fixtures.items() if key in used}
-        by_sha = {ref.sha256: ref for ref in fixtures.values()}
-        uploaded, uploaded_bytes = _upload_missing_fixtures(client, base, by_sha)
-        request = _sync_request(suite, fixtures, branch=branch, sha=sha, dirty=dirty, actor=actor)
-        note(f"sending {len(suite.cases)} cases")
-        result: wire.SyncResult = client.post(
-            f"{base}/datasets/{suite.name}/sync", request, type=wire.SyncResult
+        note(
+            f"{suite.name}@{ws}: {len(suite.cases)} cases, {len(suite.fixtures)} fixtures "
+            f"({index.read} case file(s) read, {index.parsed} parsed)"
         )
+        target = sync_target(client.base_url, ws, suite.name)
+        synced = index.synced(target)
+        known = {case_id for case_id, digest in hashes.items() if synced.get(case_id) == digest}
+        fields = {"branch": branch, "sha": sha, "dirty": dirty, "actor": actor}
+        uploads: dict[str, int] = {}
+        result = _send(client, base, suite, hashes, known, fields, uploads)
+        if result is None:  # the server's dataset is not what this directory last synced
+            index.forget(target)
+            note(f"{suite.name}@{ws} changed on the server since the last sync from here")
+            result = _send(client, base, suite, hashes, set(), fields, uploads)
+            assert result is not None
+        if result.known is not None:  # the server takes cases by hash
+            index.remember(target, hashes)
+    uploaded, uploaded_bytes = len(uploads), sum(uploads.values())
+    used = {suite.fixtures[key].sha256 for case in suite.cases for key in case.fixture_keys}
+    on_server = len(used) - uploaded
     for name in result.unknown_custom_evaluators:
         note(
             f"W-CUSTOM-UNKNOWN @{ws} has no remote evaluator named {name!r} (expected for a "
@@ -275,7 +322,9 @@ def sync(
         out |= {
             "fixtures_uploaded": uploaded,
             "fixture_bytes_uploaded": uploaded_bytes,
-            "fixtures_on_server": len(by_sha) - uploaded,
+            "fixtures_on_server": on_server,
+            "case_files_read": index.read,
+            "case_files_parsed": index.parsed,
             "seconds": round(time.monotonic() - started, 3),
         }
         emit_json(out)
@@ -291,7 +340,7 @@ def sync(
         f"{len(result.added)} added, {len(result.changed)} changed, {result.unchanged} unchanged, "
         f"{len(result.removed)} removed, {len(result.restored)} restored; "
         f"{uploaded} fixture(s) uploaded ({_megabytes(uploaded_bytes)}), "
-        f"{len(by_sha) - uploaded} already on the server"
+        f"{on_server} already on the server"
     )
     for label, ids in (
         ("added", result.added),
@@ -305,12 +354,78 @@ def sync(
     return 0
 
 
+def _send(
+    client: Client,
+    base: str,
+    suite: Suite,
+    hashes: dict[str, str],
+    known: set[str],
+    fields: dict[str, Any],
+    uploads: dict[str, int],
+) -> wire.SyncResult | None:
+    """Upload the fixtures that the cases sent in full need (into ``uploads``: sha256 ->
+    bytes), then send the sync request; None when the server refused the ``known`` cases.
+
+    The cases in ``known`` go by hash alone: their fixtures are on the server already (it
+    holds the bytes of every version it has, and never deletes them).
+    """
+    from evalkit.cli.client import nudge_if_outdated
+
+    full = [case for case in suite.cases if case.id not in known]
+    by_sha = {suite.fixtures[k].sha256: suite.fixtures[k] for c in full for k in c.fixture_keys}
+    _upload_missing_fixtures(client, base, by_sha, uploads)
+    request = _sync_request(suite, full, **fields)
+    request.known = [
+        wire.KnownCase(id=case.id, version_hash=hashes[case.id])
+        for case in suite.cases
+        if case.id in known
+    ]
+    note(f"sending {len(full)} cases" + (f", {len(known)} more by hash" if known else ""))
+    try:
+        response = client.http.post(
+            f"{base}/datasets/{suite.name}/sync",
+            content=msgspec.json.encode(request),
+            headers={"Content-Type": "application/json"},
+        )
+    except httpx.ConnectError:
+        raise CliError(
+            f"cannot reach the evalkit server at {client.base_url}; is it running? "
+            f"(set {SERVER_URL_ENV} or run `evalkit login URL`)"
+        ) from None
+    except httpx.TimeoutException:
+        raise CliError(f"the evalkit server at {client.base_url} did not answer in time") from None
+    except httpx.HTTPError as exc:
+        raise CliError(f"syncing to {client.base_url} failed: {exc}") from None
+    nudge_if_outdated(response)
+    if known and _refused_known(response):
+        return None
+    if response.status_code >= 400:
+        raise CliError(client.explain(response))
+    return msgspec.json.decode(response.content, type=wire.SyncResult)
+
+
+def _refused_known(response: httpx.Response) -> bool:
+    """The server refused the cases sent by hash: they are not its current versions, or it
+    is older than this CLI and takes no cases by hash (a 400 naming the ``known`` field)."""
+    if response.status_code not in (400, 409):
+        return False
+    try:
+        error = msgspec.json.decode(response.content)["error"]
+    except (msgspec.DecodeError, KeyError, TypeError):
+        return False
+    if not isinstance(error, dict):
+        return False
+    return error.get("code") == "known-case-stale" or (
+        response.status_code == 400 and "`known`" in str(error.get("message"))
+    )
+
+
 def _upload_missing_fixtures(
-    client: Client, base: str, by_sha: dict[str, FixtureRef]
-) -> tuple[int, int]:
-    """Upload the fixtures the server lacks; returns (files, bytes) uploaded."""
+    client: Client, base: str, by_sha: dict[str, FixtureRef], uploads: dict[str, int]
+) -> None:
+    """Upload the fixtures the server lacks, adding each to ``uploads`` (sha256 -> bytes)."""
     if not by_sha:
-        return 0, 0
+        return
     answer: wire.FixtureMissing = client.post(
         f"{base}/fixtures/missing",
         wire.FixtureQuery(sha256=sorted(by_sha)),
@@ -323,27 +438,26 @@ def _upload_missing_fixtures(
             f"over this server's limit of {answer.max_bytes} bytes: shrink the file, or "
             "ask the server's admin to raise max_fixture_bytes [fixture-too-large]"
         )
-    uploaded_bytes = 0
     for number, digest in enumerate(answer.missing, 1):
         ref = by_sha[digest]
         note(
             f"uploading fixture {number}/{len(answer.missing)}: {ref.key} ({_megabytes(ref.size)})"
         )
         _upload(client, f"{base}/fixtures/{digest}", ref.path, ref.size)
-        uploaded_bytes += ref.size
-    return len(answer.missing), uploaded_bytes
+        uploads[digest] = ref.size
 
 
 def _sync_request(
     suite: Suite,
-    fixtures: dict[str, FixtureRef],
+    cases: list[Case],
     *,
     branch: str | None,
     sha: str | None,
     dirty: bool,
     actor: str | None,
 ) -> wire.SyncRequest:
-    """The suite as the server takes it: each case with its fixtures pinned by sha256."""
+    """``cases`` as the server takes them: each with its fixtures pinned by sha256."""
+    fixtures = suite.fixtures
     return wire.SyncRequest(
         cases=[
             wire.SyncCase(
@@ -359,7 +473,7 @@ def _sync_request(
                     for key in case.fixture_keys
                 },
             )
-            for case in suite.cases
+            for case in cases
         ],
         branch=branch,
         sha=sha,

@@ -65,8 +65,24 @@ class SyncCase(Input):
     """Fixture key -> pin, for every key under ``input.files``."""
 
 
-class SyncRequest(Input):
+class KnownCase(Input):
+    """A case named by its version hash alone: the client synced exactly this version
+    before, and its file and fixtures have not changed since."""
+
+    id: str
+    version_hash: Sha256
+    """The hash of the content and the fixture pins (``evalkit.cases.version_hash``)."""
+
+
+class SyncRequest(Input, omit_defaults=True):
+    """Fields left at their default are not sent, so a server older than a field still
+    takes the requests that do not use it."""
+
     cases: list[SyncCase]
+    known: list[KnownCase] = msgspec.field(default_factory=list)
+    """More cases of the suite, by hash: each must be the dataset's current, live version
+    with that hash (they count as unchanged), else the sync is refused with
+    ``known-case-stale`` and the client sends those cases in full."""
     branch: str | None = None
     sha: str | None = None
     dirty: bool = False
@@ -93,6 +109,9 @@ class SyncResult(Output):
     """As sent: the synced files had uncommitted changes."""
     unknown_custom_evaluators: list[str] = msgspec.field(default_factory=list)
     """Custom evaluator names the workspace has no remote evaluator for."""
+    known: int | None = None
+    """How many of ``unchanged`` the request named by hash alone (``known``). Servers that
+    take no ``known`` cases leave it out, which tells a client not to send them any."""
 
 
 class FixtureQuery(Input):

@@ -1,7 +1,12 @@
 -- name: case_list_current_for_sync :many
 -- Every case of a dataset with its current version (through cases.current_version): what
--- sync compares against.
-SELECT c.id AS case_pk, c.case_id, v.id AS version_id, v.version, v.version_hash, v.removed
+-- sync compares against, and what a case sent by hash alone keeps (its overlay target and
+-- custom evaluator names).
+SELECT c.id AS case_pk, c.case_id, v.id AS version_id, v.version, v.version_hash, v.removed,
+       v.overlay_target,
+       CASE WHEN jsonb_typeof(v.content #> '{evaluators,custom}') = 'object'
+            THEN ARRAY(SELECT jsonb_object_keys(v.content #> '{evaluators,custom}'))
+       END AS custom_names
 FROM cases c
 JOIN case_versions v ON v.case_pk = c.id AND v.version = c.current_version
 WHERE c.dataset_id = %(dataset_id)s

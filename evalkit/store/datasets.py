@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import msgspec
 
 from evalkit.auth.access import Actor
-from evalkit.cases.model import CASE_ID_RE, CASE_ID_RULE, canonical_json, content_hash
+from evalkit.cases.model import CASE_ID_RE, CASE_ID_RULE, content_hash, version_hash
 from evalkit.db import Conn
 from evalkit.errors import BadRequest, Conflict, NotFound
 from evalkit.model import datasets as wire
@@ -18,16 +17,6 @@ from evalkit.store.evaluators import evaluator_names
 from evalkit.store.workspaces import WorkspaceRow
 
 _json = msgspec.json.Encoder()
-
-
-def version_hash(content_sha: str, fixtures: dict[str, Any]) -> str:
-    """What makes two case versions the same: the content and the pinned fixture bytes and
-    context (the content names fixture keys, not bytes, so a changed file is a new version)."""
-    pins = {
-        key: {"sha256": pin["sha256"], "context": pin.get("context")}
-        for key, pin in fixtures.items()
-    }
-    return hashlib.sha256(canonical_json({"content": content_sha, "fixtures": pins})).hexdigest()
 
 
 def _dataset_from_row(row: dict[str, Any]) -> wire.Dataset:
@@ -154,20 +143,23 @@ async def lint_check(conn: Conn, ws: WorkspaceRow, query: wire.LintQuery) -> wir
 # --------------------------------------------------------------------------- sync
 
 
-def _check_cases(cases: list[wire.SyncCase]) -> list[dict[str, Any]]:
+def _check_id(case_id: str, seen: set[str]) -> None:
+    if not CASE_ID_RE.match(case_id):
+        raise BadRequest(
+            f"case id {case_id!r} is not valid: use {CASE_ID_RULE}", code="bad-case-id"
+        )
+    if case_id in seen:
+        raise BadRequest(
+            f"case id {case_id!r} appears twice in this sync", code="duplicate-case-id"
+        )
+    seen.add(case_id)
+
+
+def _check_cases(cases: list[wire.SyncCase], seen: set[str]) -> list[dict[str, Any]]:
     """Validate the cases of a sync request and compute their hashes."""
-    seen: set[str] = set()
     prepared: list[dict[str, Any]] = []
     for case in cases:
-        if not CASE_ID_RE.match(case.id):
-            raise BadRequest(
-                f"case id {case.id!r} is not valid: use {CASE_ID_RULE}", code="bad-case-id"
-            )
-        if case.id in seen:
-            raise BadRequest(
-                f"case id {case.id!r} appears twice in this sync", code="duplicate-case-id"
-            )
-        seen.add(case.id)
+        _check_id(case.id, seen)
         overlay = case.content.get("overlay")
         if overlay is not None and not isinstance(overlay, str):
             raise BadRequest(f"case {case.id}: `overlay` must be a case id", code="bad-case")
@@ -211,7 +203,10 @@ async def sync_dataset(
 ) -> wire.SyncResult:
     """Apply a suite to a dataset; the caller holds one transaction around it."""
     check_name("dataset", name)
-    cases = _check_cases(request.cases)
+    seen: set[str] = set()
+    cases = _check_cases(request.cases, seen)
+    for ref in request.known:
+        _check_id(ref.id, seen)
     actor_id, actor_name = await _sync_actor(conn, actor, request.actor)
 
     created = (
@@ -221,6 +216,10 @@ async def sync_dataset(
     locked = await conn.one("dataset_lock", workspace_id=ws.id, name=name)
     assert locked is not None
     ds_id = int(locked["id"])
+    current = {
+        r["case_id"]: r for r in await conn.all("case_list_current_for_sync", dataset_id=ds_id)
+    }
+    known_rows = _known_rows(ws, name, request.known, current)
 
     shas = sorted({pin["sha256"] for c in cases for pin in c["fixtures"].values()})
     if shas:
@@ -231,8 +230,11 @@ async def sync_dataset(
                 "upload their bytes before the sync (`evalkit sync` does this)",
                 code="fixture-missing",
             )
-    ids = [c["id"] for c in cases]
-    taken = await ids_taken_elsewhere(conn, ws, ids, ds_id)
+    ids = [c["id"] for c in cases] + [k.id for k in request.known]
+    # case ids are unique within a workspace (cases_workspace_case_id_key): the ids this
+    # dataset holds already are nobody else's
+    fresh = [case_id for case_id in ids if case_id not in current]
+    taken = await ids_taken_elsewhere(conn, ws, fresh, ds_id) if fresh else {}
     if taken:
         listed = ", ".join(f"{cid} (in {ds})" for cid, ds in sorted(taken.items())[:5])
         raise Conflict(
@@ -240,11 +242,13 @@ async def sync_dataset(
             f"are used by another dataset: {listed}; rename those cases",
             code="case-id-taken",
         )
-    targets = sorted({c["overlay_target"] for c in cases if c["overlay_target"]})
+    overlays = [(c["id"], c["overlay_target"]) for c in cases]
+    overlays += [(r["case_id"], r["overlay_target"]) for r in known_rows]
+    targets = sorted({target for _, target in overlays if target})
     if targets:
         missing_targets = await missing_overlay_targets(conn, ws, targets, ds_id)
         if missing_targets:
-            users = [c["id"] for c in cases if c["overlay_target"] in missing_targets]
+            users = [cid for cid, target in overlays if target in missing_targets]
             raise BadRequest(
                 f"overlay target(s) {', '.join(missing_targets)} are not cases of another "
                 f"dataset of @{ws.facts.name} (used by {', '.join(users[:5])}): sync the "
@@ -252,13 +256,10 @@ async def sync_dataset(
                 code="overlay-target-missing",
             )
 
-    current = {
-        r["case_id"]: r for r in await conn.all("case_list_current_for_sync", dataset_id=ds_id)
-    }
     new_ids: list[str] = []
     versions: list[tuple[str, dict[str, Any], int | None, int]] = []  # kind, case, pk, version
     restore_only: list[dict[str, Any]] = []
-    unchanged = 0
+    unchanged = len(known_rows)
     added: list[str] = []
     changed: list[str] = []
     restored: list[str] = []
@@ -336,8 +337,9 @@ async def sync_dataset(
         actor_id=actor_id,
     )
 
-    custom = sorted({name for c in cases for name in _custom_names(c["content"])})
-    known = await known_custom_evaluators(conn, ws, custom)
+    custom = {name for c in cases for name in _custom_names(c["content"])}
+    custom.update(name for r in known_rows for name in r["custom_names"] or ())
+    registered = await known_custom_evaluators(conn, ws, sorted(custom))
     return wire.SyncResult(
         dataset=name,
         workspace=ws.facts.name,
@@ -351,8 +353,32 @@ async def sync_dataset(
         sha=request.sha,
         actor=actor_name,
         dirty=request.dirty,
-        unknown_custom_evaluators=[n for n in custom if n not in known],
+        unknown_custom_evaluators=[n for n in sorted(custom) if n not in registered],
+        known=len(known_rows),
     )
+
+
+def _known_rows(
+    ws: WorkspaceRow, name: str, known: list[wire.KnownCase], current: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The current versions that the cases sent by hash name; refused unless each is live
+    and has that hash (then the client's record of the dataset is out of date)."""
+    rows: list[dict[str, Any]] = []
+    stale: list[str] = []
+    for case in known:
+        row = current.get(case.id)
+        if row is None or row["removed"] or row["version_hash"] != case.version_hash:
+            stale.append(case.id)
+        else:
+            rows.append(row)
+    if stale:
+        raise Conflict(
+            f"{len(stale)} case(s) sent by version hash alone are not the current version of "
+            f"{name}@{ws.facts.name} (first: {stale[0]}); another sync changed them since: "
+            "send their content (`evalkit sync` does this by itself)",
+            code="known-case-stale",
+        )
+    return rows
 
 
 async def _set_removed(

@@ -202,7 +202,10 @@ def test_migration_backfills_the_mark(new_database):
 OLD_LOOKUPS = {
     "case_list_current_for_sync": """
         SELECT DISTINCT ON (c.id) c.id AS case_pk, c.case_id, v.id AS version_id, v.version,
-               v.version_hash, v.removed
+               v.version_hash, v.removed, v.overlay_target,
+               CASE WHEN jsonb_typeof(v.content #> '{evaluators,custom}') = 'object'
+                    THEN ARRAY(SELECT jsonb_object_keys(v.content #> '{evaluators,custom}'))
+               END AS custom_names
         FROM cases c JOIN case_versions v ON v.case_pk = c.id
         WHERE c.dataset_id = %(dataset_id)s
         ORDER BY c.id, v.version DESC
