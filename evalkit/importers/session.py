@@ -136,6 +136,8 @@ def _content(
                 "span attribute that holds the answer"
             )
         content["expected"] = {"answer": check.answer}
+    if any(not tag.strip() for tag in tags):
+        raise ImportFailed("--tag needs text: a case's tags are non-empty strings")
     if tags:
         content["tags"] = list(dict.fromkeys(tags))
     at = s.last_span_at or s.last_received_at

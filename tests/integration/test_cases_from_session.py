@@ -6,7 +6,7 @@ from __future__ import annotations
 import yaml
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.integration.datasets_helpers import Repo, admin_api, login
+from tests.integration.datasets_helpers import Repo, add_user, admin_api, login
 from tests.integration.otel_helpers import (
     MAPPING,
     agent_session,
@@ -103,6 +103,18 @@ def test_force_rewrites_the_session_keys_and_keeps_hand_edits(server, cli, admin
     assert linted.code == 0, linted.out
 
 
+def test_any_logged_in_user_reads_the_session(server, cli, admin_token, tmp_path):
+    """read-all: a user who is no member of the agent's workspace mines its sessions too."""
+    make_agent(server, admin_token, "admin")
+    send(server, admin_token, "admin", "s1")
+    reader = add_user(server, admin_token, "rob")
+    cli.monkeypatch.setenv("EVALKIT_SERVER_URL", server.url)
+    suite = Repo(tmp_path / "repo").suite("qa")
+
+    made = cli("cases", "from-session", "s1", "--into", str(suite), "--json", token=reader)
+    assert made.code == 0 and made.json["agent"] == "bot@admin", made.err
+
+
 def test_two_agents_with_the_session_id_need_agent(server, cli, admin_token, tmp_path):
     login(cli, server)
     admin_api(server, admin_token, "POST", "/api/workspaces", json={"name": "team"})
@@ -167,4 +179,6 @@ def test_bad_input_names_the_thing_and_the_fix(server, cli, admin_token, tmp_pat
     assert bad_name.code == 1 and "pick another directory name" in bad_name.err
     bad_expected = cli("cases", "from-session", "s1", "--into", str(suite), "--expected", "all")
     assert bad_expected.code == 2
+    empty_tag = cli("cases", "from-session", "s1", "--into", str(suite), "--tag", " ")
+    assert empty_tag.code == 1 and "--tag needs text" in empty_tag.err
     assert list(suite.iterdir()) == []
