@@ -15,6 +15,7 @@ def register() -> None:
     from evalkit.cli import (  # noqa: F401
         accounts,
         agents,
+        cases_mining,
         compare,
         contracts,
         datasets,

@@ -53,6 +53,9 @@ UNMAPPED_KEY = "unmapped"
 OWNED = ("input", "expected", "tags", "split", "metadata")
 """The case keys an import writes; a re-import replaces these and keeps the others."""
 KEY_ORDER = ("id", "description", *OWNED, "evaluators", "overlay")
+MINED_KEY = "mined_from"
+"""The key under ``metadata`` of a case written from a stored trace session
+(``evalkit cases from-session``): its agent, session id and time."""
 RECORD_FILE = ".evalkit-import.yaml"
 """The suite's record of its last import (hidden: lint and sync skip it)."""
 CASE_SUFFIXES = (".yaml", ".yml")
@@ -247,6 +250,8 @@ class _Existing:
     suite: Path
     by_origin: dict[tuple[str, str | None, str], _Found] = field(default_factory=dict)
     """(peer, dataset, example id) -> the file that holds that example."""
+    by_session: dict[tuple[str, str], _Found] = field(default_factory=dict)
+    """(agent as NAME@WORKSPACE, session id) -> the file mined from that session."""
     ids: set[str] = field(default_factory=set)
     """Case ids of the suite's files, lower-cased (file names must not clash on a
     case-insensitive file system either)."""
@@ -288,6 +293,10 @@ def _scan(suite: Path) -> _Existing:
             dataset = dataset if isinstance(dataset, str) else None
             key = (origin["peer"], dataset, str(origin["id"]))
             existing.by_origin.setdefault(key, _Found(path, data))
+        mined = metadata.get(MINED_KEY) if isinstance(metadata, dict) else None
+        if isinstance(mined, dict) and isinstance(mined.get("agent"), str) and "session" in mined:
+            session_key = (mined["agent"], str(mined["session"]))
+            existing.by_session.setdefault(session_key, _Found(path, data))
     return existing
 
 
