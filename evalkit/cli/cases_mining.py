@@ -16,7 +16,7 @@ from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.datasets import cases
 from evalkit.cli.output import CliError, emit_json, say
-from evalkit.cli.traces_check import _agent_of
+from evalkit.cli.traces_check import agent_of_session
 from evalkit.model import agents as agents_wire
 from evalkit.model import otel as wire
 from evalkit.model.names import Ref
@@ -113,7 +113,7 @@ def cases_from_session(
 def _find_agent(client: Client, session_id: str) -> Ref:
     """The one agent that has the session; an unknown id names the agents searched."""
     try:
-        return _agent_of(client, session_id)
+        return agent_of_session(client, session_id)
     except CliError as exc:
         if not exc.message.endswith(NO_SUCH_SESSION):
             raise

@@ -41,7 +41,7 @@ def traces_check(
     Without --agent, the session is looked up by its id in every agent; when more than one
     agent has it, the command lists them and exits 2: say which with --agent."""
     with Client() as client:
-        ref = client.resolve(agent, "agent") if agent else _agent_of(client, session_id)
+        ref = client.resolve(agent, "agent") if agent else agent_of_session(client, session_id)
         check: wire.TraceCheck = client.get(
             f"/api/workspaces/{ref.workspace}/agents/{ref.name}/sessions/"
             f"{quote(session_id, safe='')}/check",
@@ -84,7 +84,7 @@ def traces_check(
     return _exit_code(check)
 
 
-def _agent_of(client: Client, session_id: str) -> Ref:
+def agent_of_session(client: Client, session_id: str) -> Ref:
     """The one agent that has a session (or orphan trace) of this id."""
     found: list[wire.TraceSession] = client.get(
         f"/api/traces/{quote(session_id, safe='')}", type=list[wire.TraceSession]

@@ -18,11 +18,11 @@ from typing import Any, Literal
 from evalkit.importers._model import ImportFailed
 from evalkit.importers.writer import (
     MINED_KEY,
-    _new_id,
-    _ordered,
-    _scan,
     check_suite_dir,
     dump_case,
+    new_case_id,
+    ordered_keys,
+    scan_suite,
     write_file,
 )
 from evalkit.model import otel as wire
@@ -60,18 +60,18 @@ def plan_session_case(
     session = check.session
     agent = f"{session.agent}@{session.workspace}"
     content = _content(check, agent, expected_answer, tags or [])
-    existing = _scan(suite)
+    existing = scan_suite(suite)
     found = existing.by_session.get((agent, session.session_id))
     header = _header(check, agent)
     if found is None:
         full_id = f"{agent}/{session.session_id}"
-        case_id = _new_id(f"{suite.name}-", session.session_id, full_id, existing.ids)
-        text = _text(header, _ordered(content), review=expected_answer)
+        case_id = new_case_id(f"{suite.name}-", session.session_id, full_id, existing.ids)
+        text = _text(header, ordered_keys(content), review=expected_answer)
         return SessionCase(
             suite / f"{case_id}.yaml", case_id, "add", text, agent, session.session_id
         )
     case_id = found.data["id"] if isinstance(found.data.get("id"), str) else found.path.stem
-    data = _ordered(_merged(found.data, content))
+    data = ordered_keys(_merged(found.data, content))
     old_text = found.path.read_text(encoding="utf-8")
     # an answer taken from the session keeps its review mark until a person removes it
     review = expected_answer or (REVIEW_COMMENT in old_text and "expected" in found.data)

@@ -115,7 +115,7 @@ def plan_import(
     """
     check_suite_dir(suite)
     prefix = f"{suite.name}-" if id_prefix is None else id_prefix
-    existing = _scan(suite)
+    existing = scan_suite(suite)
     plan = ImportPlan(suite=suite, dataset=dataset)
     seen: set[str] = set()
     for example in dataset.examples:
@@ -267,7 +267,7 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
-def _scan(suite: Path) -> _Existing:
+def scan_suite(suite: Path) -> _Existing:
     existing = _Existing(suite)
     if not suite.is_dir():
         return existing
@@ -311,17 +311,17 @@ def _write_for(
     found = existing.by_origin.get((origin["peer"], origin["dataset"], example.id))
     if found is not None:
         kept = {key: value for key, value in found.data.items() if key not in OWNED}
-        data = _ordered({**kept, **content})
+        data = ordered_keys({**kept, **content})
         action: Action = "unchanged" if data == found.data else "update"
         case_id = found.data["id"] if isinstance(found.data.get("id"), str) else found.path.stem
         return CaseWrite(found.path, case_id, example.id, action, dump_case(data))
-    case_id = _new_id(prefix, str(short_id(example.id)), example.id, existing.ids)
+    case_id = new_case_id(prefix, str(short_id(example.id)), example.id, existing.ids)
     existing.ids.add(case_id.lower())
     path = existing.suite / f"{case_id}.yaml"
-    return CaseWrite(path, case_id, example.id, "add", dump_case(_ordered(content)))
+    return CaseWrite(path, case_id, example.id, "add", dump_case(ordered_keys(content)))
 
 
-def _ordered(data: dict[str, Any]) -> dict[str, Any]:
+def ordered_keys(data: dict[str, Any]) -> dict[str, Any]:
     rank = {key: i for i, key in enumerate(KEY_ORDER)}
     return dict(sorted(data.items(), key=lambda kv: rank.get(kv[0], len(rank))))
 
@@ -329,7 +329,7 @@ def _ordered(data: dict[str, Any]) -> dict[str, Any]:
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-def _new_id(prefix: str, short: str, full_id: str, taken: set[str]) -> str:
+def new_case_id(prefix: str, short: str, full_id: str, taken: set[str]) -> str:
     """A free case id from the peer's id: accents go, other characters a case id may not
     hold become '-', a long id is cut and ends with a hash of the whole, and a taken one
     gets -2, -3, ..."""
