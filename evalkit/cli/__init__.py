@@ -4,53 +4,36 @@ from __future__ import annotations
 
 import sys
 
-_registered = False
-
 
 def register() -> None:
-    """Import the command modules once; each adds its commands to the root app."""
-    global _registered
-    if _registered:
-        return
-    from evalkit.cli import (  # noqa: F401
-        accounts,
-        agents,
-        compare,
-        contracts,
-        datasets,
-        demo,
-        evaluators,
-        harness,
-        init_server,
-        judges,
-        mappings,
-        runs,
-        schedules,
-        scores,
-        server,
-        skills,
-        sync,
-        tokens,
-        traces,
-        traces_check,
-        update,
-        workspaces,
-    )
+    """Import every command module (the reference docs and tests walk the whole tree); a
+    command line imports only the modules of the command it runs."""
+    from evalkit.cli.app import load_commands
 
-    _registered = True
+    load_commands()
 
 
 VERSION_MODULE_BUDGET = 150
-"""Modules `evalkit --version` may load (tests/unit/test_cli_start.py counts them)."""
+"""Modules `evalkit --version` and `evalkit ... --help` may load (tests/unit/test_cli_start.py
+counts them)."""
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--version"]:
-        # Answered before the command tree (cyclopts, rich, every command module) loads.
+    argv = sys.argv[1:]
+    if argv == ["--version"]:
+        # Answered before the command tree (cyclopts, rich, the command modules) loads.
         from evalkit import __version__
 
         print(__version__)
         sys.exit(0)
+    from evalkit.cli.help_pages import print_page
+
+    if print_page(argv):  # the page as cyclopts drew it ahead of time (help_pages.py)
+        sys.exit(0)
+    # httpx imports its own command line when click, rich and pygments are installed (they
+    # are: rich comes with cyclopts), some 100 modules this process never uses. None here
+    # makes that import fail, and httpx goes on without it.
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     from evalkit.cli.app import run
 
     sys.exit(run())
