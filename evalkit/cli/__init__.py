@@ -18,6 +18,13 @@ VERSION_MODULE_BUDGET = 150
 counts them)."""
 
 
+NEVER_USED = ("httpx._main", "h2")
+"""Modules httpx and httpcore import when they are installed and no command uses: httpx's
+own command line (with click, rich and pygments, some 100 modules; rich comes with
+cyclopts) and HTTP/2 (h2, 25 modules; nothing in evalkit asks for ``http2=True``). None in
+sys.modules makes their import fail, and both libraries go on without them."""
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if argv == ["--version"]:
@@ -30,10 +37,8 @@ def main() -> None:
 
     if print_page(argv):  # the page as cyclopts drew it ahead of time (help_pages.py)
         sys.exit(0)
-    # httpx imports its own command line when click, rich and pygments are installed (they
-    # are: rich comes with cyclopts), some 100 modules this process never uses. None here
-    # makes that import fail, and httpx goes on without it.
-    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+    for name in NEVER_USED:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
     from evalkit.cli.app import run
 
     sys.exit(run())
