@@ -16,7 +16,6 @@ Bearer token; nothing is stored. The server maps the token's subject to the user
 from __future__ import annotations
 
 import os
-import secrets
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -25,8 +24,6 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import msgspec
 
-from evalkit.auth.pkce import pkce_pair
-from evalkit.auth.tokens import values_match
 from evalkit.cli.output import CliError, note, say
 from evalkit.model import api
 from evalkit.model import sso as wire
@@ -201,8 +198,12 @@ def _handler(box: _Callback) -> type[BaseHTTPRequestHandler]:
 
 def browser_login(client: Client, info: wire.SsoInfo) -> api.Session:
     """Authorization code + PKCE with a loopback redirect."""
+    import secrets
     import webbrowser
     from http.server import HTTPServer
+
+    from evalkit.auth.pkce import pkce_pair
+    from evalkit.auth.tokens import values_match
 
     assert info.authorization_endpoint and info.client_id
     box = _Callback()
