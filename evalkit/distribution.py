@@ -13,7 +13,6 @@ once with ``uv build``.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import shlex
 import shutil
@@ -21,11 +20,14 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import evalkit
 from evalkit import __version__
-from evalkit.config import Settings
 from evalkit.errors import NotFound
+
+if TYPE_CHECKING:
+    from evalkit.config import Settings
 
 VERSION_HEADER = "x-evalkit-version"
 PACKAGE = "evalkit-py"
@@ -52,6 +54,8 @@ def _shelves(settings: Settings) -> list[Path]:
 
 async def cli_wheel(settings: Settings) -> Path:
     """This server's CLI wheel, built on first use from a source checkout."""
+    import asyncio  # here: the CLI imports this module for is_newer, and has no loop
+
     for shelf in _shelves(settings):
         if (shelf / wheel_name()).is_file():
             return shelf / wheel_name()

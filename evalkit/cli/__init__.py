@@ -4,55 +4,41 @@ from __future__ import annotations
 
 import sys
 
-_registered = False
-
 
 def register() -> None:
-    """Import the command modules once; each adds its commands to the root app."""
-    global _registered
-    if _registered:
-        return
-    from evalkit.cli import (  # noqa: F401
-        accounts,
-        agents,
-        cases_mining,
-        compare,
-        contracts,
-        datasets,
-        demo,
-        evaluators,
-        harness,
-        importing,
-        init_server,
-        judges,
-        mappings,
-        runs,
-        schedules,
-        scores,
-        server,
-        skills,
-        sync,
-        tokens,
-        traces,
-        traces_check,
-        update,
-        workspaces,
-    )
+    """Import every command module (the reference docs and tests walk the whole tree); a
+    command line imports only the modules of the command it runs."""
+    from evalkit.cli.app import load_commands
 
-    _registered = True
+    load_commands()
 
 
 VERSION_MODULE_BUDGET = 150
-"""Modules `evalkit --version` may load (tests/unit/test_cli_start.py counts them)."""
+"""Modules `evalkit --version` and `evalkit ... --help` may load (tests/unit/test_cli_start.py
+counts them)."""
+
+
+NEVER_USED = ("httpx._main", "h2")
+"""Modules httpx and httpcore import when they are installed and no command uses: httpx's
+own command line (with click, rich and pygments, some 100 modules; rich comes with
+cyclopts) and HTTP/2 (h2, 25 modules; nothing in evalkit asks for ``http2=True``). None in
+sys.modules makes their import fail, and both libraries go on without them."""
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--version"]:
-        # Answered before the command tree (cyclopts, rich, every command module) loads.
+    argv = sys.argv[1:]
+    if argv == ["--version"]:
+        # Answered before the command tree (cyclopts, rich, the command modules) loads.
         from evalkit import __version__
 
         print(__version__)
         sys.exit(0)
+    from evalkit.cli.help_pages import print_page
+
+    if print_page(argv):  # the page as cyclopts drew it ahead of time (help_pages.py)
+        sys.exit(0)
+    for name in NEVER_USED:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
     from evalkit.cli.app import run
 
     sys.exit(run())

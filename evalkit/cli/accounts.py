@@ -10,7 +10,7 @@ from typing import Annotated
 from cyclopts import App, Parameter
 
 from evalkit.cli import credentials, login_sso
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client, server_url
 from evalkit.cli.output import CliError, emit_json, note, say, table
 from evalkit.model import api
@@ -32,7 +32,6 @@ def _read_password_stdin() -> str:
     return password
 
 
-@app.command
 def login(
     url: Annotated[
         str | None, Parameter(help="Server URL (default: EVALKIT_SERVER_URL or the last one).")
@@ -135,7 +134,6 @@ def _password_login(base: str, username: str | None, password_stdin: bool) -> ap
         )
 
 
-@app.command
 def logout() -> int:
     """Revoke the stored token on the server and forget it here."""
     base = server_url()
@@ -154,7 +152,6 @@ def logout() -> int:
     return 0
 
 
-@app.command
 def whoami(*, json: JsonFlag = False) -> int:
     """Show who you are logged in as, your workspaces and when the login expires."""
     with Client() as client:
@@ -173,7 +170,6 @@ def whoami(*, json: JsonFlag = False) -> int:
 
 
 users = App(name="users", help="Manage users (adding and disabling needs an admin).")
-app.command(users)
 
 
 @users.command(name="add")
@@ -344,7 +340,6 @@ def users_bind(
     return 0
 
 
-@app.command(name="audit")
 def audit_log(
     *,
     limit: Annotated[int, Parameter(help="How many entries, newest first (1 to 1000).")] = 50,

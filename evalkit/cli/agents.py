@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from cyclopts import App, Parameter
 from msgspec import UNSET
 
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, say, table
 from evalkit.errors import BadRequest
@@ -26,7 +26,6 @@ agents = App(
         "logged in reads them. API keys are stored encrypted and never shown."
     ),
 )
-app.command(agents)
 
 AgentRef = Annotated[
     str, Parameter(help="NAME, or NAME@WORKSPACE (default workspace: your personal one).")
@@ -445,3 +444,7 @@ def agents_delete(
     )
     say(f"deleted agent {deleted.name}@{deleted.workspace}{also}")
     return 0
+
+
+# Commands of the group that live in other modules, imported when they run.
+agents.command("evalkit.cli.mappings:mapping")

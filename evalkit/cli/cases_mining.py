@@ -14,7 +14,6 @@ from cyclopts import Parameter
 
 from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
-from evalkit.cli.datasets import cases
 from evalkit.cli.output import CliError, emit_json, say
 from evalkit.cli.traces_check import agent_of_session
 from evalkit.model import agents as agents_wire
@@ -26,7 +25,6 @@ AGENTS_NAMED = 10
 """How many of the searched agents an unknown-session error names."""
 
 
-@cases.command(name="from-session")
 def cases_from_session(
     session_id: Annotated[str, Parameter(help="The stored session's id.")],
     /,

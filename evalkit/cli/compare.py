@@ -10,14 +10,12 @@ from cyclopts import Parameter
 from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, note, say, table
-from evalkit.cli.runs import experiments
 from evalkit.model import stats as wire
 from evalkit.scoring import stats
 
 # --------------------------------------------------------------------------- scores
 
 
-@experiments.command(name="scores")
 def experiments_scores(
     experiment_id: Annotated[int, Parameter(help="The experiment's id.")],
     /,
@@ -174,7 +172,6 @@ def _clip(text: str | None, width: int = 100) -> str:
 Format = Literal["text", "markdown", "json"]
 
 
-@experiments.command(name="compare")
 def experiments_compare(
     baseline: Annotated[int, Parameter(help="Experiment A: the baseline.")],
     new: Annotated[int, Parameter(help="Experiment B: the new one, which gates check.")],

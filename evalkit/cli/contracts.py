@@ -8,7 +8,7 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.output import CliError, emit_json, say
 from evalkit.contracts import export
 
@@ -16,7 +16,6 @@ contracts = App(
     name="contracts",
     help="The contracts evalkit holds harnesses, trajectories and remote evaluators to.",
 )
-app.command(contracts)
 
 
 @contracts.command(name="export")

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import msgspec
-import platformdirs
 
 CONFIG_DIR_ENV = "EVALKIT_CLI_CONFIG_DIR"
 
@@ -24,7 +23,11 @@ class Credentials(msgspec.Struct, kw_only=True):
 
 def config_dir() -> Path:
     override = os.environ.get(CONFIG_DIR_ENV)
-    return Path(override) if override else Path(platformdirs.user_config_dir("evalkit"))
+    if override:
+        return Path(override)
+    import platformdirs  # here: with the variable set (CI, tests), no need for it
+
+    return Path(platformdirs.user_config_dir("evalkit"))
 
 
 def credentials_path() -> Path:

@@ -7,15 +7,13 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import DIRTY, emit_json, say, source_ref, table
 from evalkit.model import datasets as wire
 
 datasets = App(name="datasets", help="Datasets: the server-side copy of a suite of cases.")
-app.command(datasets)
 cases = App(name="cases", help="Cases of a dataset: versions, changelog, review.")
-app.command(cases)
 
 DatasetRef = Annotated[str, Parameter(help="NAME@WORKSPACE, or NAME for your personal one.")]
 CaseRef = Annotated[str, Parameter(help="CASE_ID@WORKSPACE, or CASE_ID for your personal one.")]
@@ -239,3 +237,7 @@ def cases_comment(
         )
     say(f"commented on {resolved}")
     return 0
+
+
+# Commands of this group that live in other modules, imported when they run.
+cases.command("evalkit.cli.cases_mining:cases_from_session", name="from-session")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from cyclopts import Parameter
 
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.output import CliError, emit_json, note, say, table
 from evalkit.errors import EvalkitError
 
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from evalkit.demo.run import DemoResult
 
 
-@app.command(name="try")
 def try_(
     *,
     data_dir: Annotated[

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from cyclopts import App, Parameter
 
 from evalkit.cli.agents import _read_key
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, say, table
 from evalkit.errors import BadRequest
@@ -24,7 +24,6 @@ evaluators = App(
         "everyone logged in lists them. API keys are stored encrypted and never shown."
     ),
 )
-app.command(evaluators)
 
 EvaluatorRef = Annotated[
     str,

@@ -14,7 +14,7 @@ import msgspec
 from cyclopts import App, Parameter
 
 from evalkit.cli.agents import key_from_env
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, note, say, table
 from evalkit.model import agents as agents_wire
@@ -30,7 +30,6 @@ harness = App(
     name="harness",
     help="Harnesses: the Harness API agents implement so evalkit can run them.",
 )
-app.command(harness)
 
 
 @harness.command(name="example")

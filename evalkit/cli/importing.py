@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from cyclopts import App, Parameter
 
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.output import CliError, emit_json, note, say
 
 if TYPE_CHECKING:
@@ -24,7 +24,6 @@ import_app = App(
     help="Bring a dataset over from Arize Phoenix or Langfuse: one case file per example, "
     "in a suite you lint, sync and keep in git. A second import updates the same files.",
 )
-app.command(import_app)
 
 Url = Annotated[str, Parameter(help="The peer's base URL, e.g. http://localhost:6006.")]
 DatasetName = Annotated[str, Parameter(help="The peer's name of the dataset.")]

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import yaml
 from cyclopts import Parameter
 
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.output import CliError, emit_json, note, say
 from evalkit.config import Settings, default_data_dir
 from evalkit.errors import EvalkitError
@@ -48,7 +48,6 @@ class _Plan:
     password_from: str | None
 
 
-@app.command(name="init-server")
 def init_server(
     *,
     config: Annotated[

@@ -7,7 +7,7 @@ from typing import Annotated
 from cyclopts import App, Parameter
 
 from evalkit.cli.agents import _read_key
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import emit_json, say, table
 from evalkit.model import judges as wire
@@ -20,7 +20,6 @@ providers = App(
         "API keys are stored encrypted and never shown. See docs/judge.md."
     ),
 )
-app.command(providers)
 
 judge_default = App(
     name="judge-default",
@@ -30,7 +29,6 @@ judge_default = App(
         "logged in sees it."
     ),
 )
-app.command(judge_default)
 
 
 @providers.command(name="create")

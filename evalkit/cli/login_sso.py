@@ -15,26 +15,22 @@ Bearer token; nothing is stored. The server maps the token's subject to the user
 
 from __future__ import annotations
 
-import html
 import os
-import secrets
 import threading
 import time
-import webbrowser
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import msgspec
 
-from evalkit.auth.pkce import pkce_pair
-from evalkit.auth.tokens import values_match
 from evalkit.cli.output import CliError, note, say
 from evalkit.model import api
 from evalkit.model import sso as wire
 
 if TYPE_CHECKING:
+    from http.server import BaseHTTPRequestHandler
+
     from evalkit.cli.client import Client
 
 CLIENT_ID_ENV = "EVALKIT_OIDC_CLIENT_ID"
@@ -168,6 +164,11 @@ class _Callback:
 
 
 def _handler(box: _Callback) -> type[BaseHTTPRequestHandler]:
+    # Imported here, not at the top: every command that talks to a server imports this
+    # module, and only a browser login needs a loopback server.
+    import html
+    from http.server import BaseHTTPRequestHandler
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             parts = urlsplit(self.path)
@@ -197,6 +198,13 @@ def _handler(box: _Callback) -> type[BaseHTTPRequestHandler]:
 
 def browser_login(client: Client, info: wire.SsoInfo) -> api.Session:
     """Authorization code + PKCE with a loopback redirect."""
+    import secrets
+    import webbrowser
+    from http.server import HTTPServer
+
+    from evalkit.auth.pkce import pkce_pair
+    from evalkit.auth.tokens import values_match
+
     assert info.authorization_endpoint and info.client_id
     box = _Callback()
     server = HTTPServer(("127.0.0.1", 0), _handler(box))

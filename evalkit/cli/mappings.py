@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from cyclopts import App, Parameter
 
-from evalkit.cli.agents import AgentRef, _read_mapping, agents
+from evalkit.cli.agents import AgentRef, _read_mapping
 from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import emit_json, say, table
@@ -24,7 +24,6 @@ mapping = App(
         "workspace's writers and admins change them; everyone logged in reads them."
     ),
 )
-agents.command(mapping)
 
 Version = Annotated[int, Parameter(help="The version number (see `evalkit agents mapping list`).")]
 

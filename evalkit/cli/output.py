@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
-
-import msgspec
 
 
 class CliError(Exception):
@@ -19,6 +19,8 @@ class CliError(Exception):
 
 
 def emit_json(value: Any) -> None:
+    import msgspec  # not at the top: help pages print through this module (help_pages.py)
+
     sys.stdout.write(msgspec.json.format(msgspec.json.encode(value), indent=2).decode() + "\n")
 
 
@@ -61,3 +63,24 @@ def source_ref(branch: str | None, sha: str | None, *, dirty: bool) -> str:
     """Where a sync came from: ``branch@sha`` (12 characters), marked when it was dirty."""
     ref = f"{branch or '?'}@{(sha or '?')[:12]}"
     return f"{ref} {DIRTY}" if dirty else ref
+
+
+def is_broken_pipe(exc: BaseException) -> bool:
+    return isinstance(exc, BrokenPipeError) or (
+        isinstance(exc, OSError) and exc.errno == errno.EPIPE
+    )
+
+
+def stdout_reader_gone() -> int:
+    """The reader of stdout has gone (head has its lines, the pager was quit): end quietly
+    with 0, as Unix tools do. stdout becomes devnull, so that the output still buffered and
+    Python's flush at exit have somewhere to go."""
+    try:
+        stdout = sys.stdout.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        if devnull != stdout:
+            os.dup2(devnull, stdout)
+            os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file (in-process tests), or is closed
+        pass
+    return 0

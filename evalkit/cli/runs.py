@@ -2,35 +2,33 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import httpx
 from cyclopts import App, Parameter
 
 from evalkit.cli.agents import key_from_env
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, note, say, table
 from evalkit.errors import EvalkitError
-from evalkit.harness.client import HarnessClient
 from evalkit.model import api
 from evalkit.model import runs as wire
 from evalkit.model.agents import Agent
-from evalkit.model.harness import Capabilities
 from evalkit.model.runs import TERMINAL
 
+if TYPE_CHECKING:
+    from evalkit.harness.client import HarnessClient
+    from evalkit.model.harness import Capabilities
+
 experiments = App(name="experiments", help="Experiments: one agent over one dataset's cases.")
-app.command(experiments)
 runs = App(name="runs", help="Runs: one case and repetition of an experiment.")
-app.command(runs)
 
 
-@app.command(name="run")
 def run(
     dataset: Annotated[
         str | None,
@@ -189,6 +187,8 @@ def _agent(client: Client, agent_ref: str) -> tuple[Agent, api.Workspace]:
 
 def _local_harness(client: Client, agent_ref: str) -> tuple[Agent, Capabilities] | None:
     """For a personal harness agent, its capabilities as read from this machine."""
+    import asyncio  # here, as in the other helpers: only a run this CLI drives needs them
+
     agent, workspace = _agent(client, agent_ref)
     if workspace.kind != "personal" or not agent.harness_url:
         return None
@@ -207,11 +207,15 @@ async def _read_capabilities(agent: Agent) -> Capabilities:
 
 
 def _harness(agent: Agent, http: httpx.AsyncClient) -> HarnessClient:
+    from evalkit.harness.client import HarnessClient
+
     assert agent.harness_url is not None
     return HarnessClient(agent.harness_url, key_from_env(agent), http)
 
 
 def _drive_here(client: Client, experiment: wire.Experiment, agent_ref: str) -> None:
+    import asyncio
+
     from evalkit.runs.local import ServerError, ServerLink, drive_experiment
 
     agent, _ = _agent(client, agent_ref)
@@ -494,3 +498,10 @@ def _show_run(client: Client, r: wire.Run) -> None:
             if value not in (None, [], {}):
                 say(f"    {key}: {value}")
     _print_events(r.events)
+
+
+# Commands of these groups that live in other modules, imported when they run.
+experiments.command("evalkit.cli.compare:experiments_scores", name="scores")
+experiments.command("evalkit.cli.compare:experiments_compare", name="compare")
+experiments.command("evalkit.cli.scores:experiments_rounds", name="rounds")
+runs.command("evalkit.cli.scores:runs_scores", name="scores")

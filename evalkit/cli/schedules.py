@@ -6,7 +6,7 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, say, table
 from evalkit.model import schedules as wire
@@ -19,7 +19,6 @@ schedules = App(
         "on a cron timer (UTC), e.g. a nightly regression run on @prod."
     ),
 )
-app.command(schedules)
 
 ScheduleRef = Annotated[
     str,

@@ -8,17 +8,15 @@ from typing import Annotated, Any
 
 from cyclopts import Parameter
 
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, note, say, table
-from evalkit.cli.runs import experiments, runs
 from evalkit.model import scores as wire
 
 STALL_HINT_SECONDS = 30.0
 UNITS = {"latency": " s", "cost": " USD", "tokens": " tokens"}
 
 
-@app.command(name="evaluate")
 def evaluate(
     experiment_id: Annotated[int, Parameter(help="The experiment to re-score.")],
     /,
@@ -146,7 +144,6 @@ def _mean(t: wire.ScoreTotals) -> str | None:
     return None if t.mean is None else f"{t.mean:.3f}"
 
 
-@experiments.command(name="rounds")
 def experiments_rounds(
     experiment_id: Annotated[int, Parameter(help="The experiment's id.")],
     /,
@@ -167,7 +164,6 @@ def experiments_rounds(
     return 0
 
 
-@runs.command(name="scores")
 def runs_scores(
     run_id: Annotated[int, Parameter(help="The run's id (see `evalkit experiments show`).")],
     /,

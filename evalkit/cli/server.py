@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 from cyclopts import App, Parameter
 
 from evalkit import __version__
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.output import emit_json, note, say
 from evalkit.config import Settings, load_settings, public_url
 
@@ -50,7 +50,6 @@ def _describe(target: serve.DatabaseTarget, settings: Settings) -> str:
     return "the PostgreSQL at database.url"
 
 
-@app.command
 def server(
     *,
     config: ConfigOpt = None,
@@ -111,7 +110,6 @@ async def _serve(settings: Settings, target: serve.DatabaseTarget, with_worker: 
         announcer.cancel()
 
 
-@app.command
 def worker(
     *,
     config: ConfigOpt = None,
@@ -141,7 +139,6 @@ def worker(
 
 
 db = App(name="db", help="The database schema: status and migrations.")
-app.command(db)
 
 
 @db.command(name="upgrade")

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.output import CliError, emit_json, say
 
 skills_app = App(
@@ -18,7 +18,6 @@ skills_app = App(
     help="Agent skills for coding agents working in your repos: using evalkit, writing eval "
     "cases, eval-driven development, connecting traces, deploying the server.",
 )
-app.command(skills_app)
 
 DOCS_FOLDER = "evalkit-docs"
 ORIGIN = "{{origin}}"

@@ -29,7 +29,7 @@ from evalkit.cases import (
     sync_target,
 )
 from evalkit.cases.lint import analyze
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import SERVER_URL_ENV, Client, server_url
 from evalkit.cli.output import CliError, emit_json, note, say, source_ref
 from evalkit.model import datasets as wire
@@ -72,7 +72,6 @@ def _client(project: ProjectConfig | None) -> Client:
 # --------------------------------------------------------------------------- lint
 
 
-@app.command(name="lint")
 def lint(
     directory: SuiteDir,
     /,
@@ -214,7 +213,6 @@ def _read_chunks(path: Path) -> Iterator[bytes]:
             yield chunk
 
 
-@app.command(name="sync")
 def sync(
     directory: SuiteDir,
     /,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, note, say, table
 from evalkit.model import otel as wire
@@ -20,7 +20,6 @@ tokens = App(
         "workspace and admins mint and revoke them; the token is shown once."
     ),
 )
-app.command(tokens)
 
 AgentOpt = Annotated[
     str,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import emit_json, say, table
 from evalkit.model import otel as wire
@@ -19,7 +19,6 @@ traces = App(
         "session of the trace's root span. Everyone logged in reads them."
     ),
 )
-app.command(traces)
 
 KINDS = {0: "", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 
@@ -138,3 +137,7 @@ def _size(n: int) -> str:
     if n < 10_000_000:
         return f"{n / 1000:.0f} kB"
     return f"{n / 1_000_000:.0f} MB"
+
+
+# Commands of the group that live in other modules, imported when they run.
+traces.command("evalkit.cli.traces_check:traces_check", name="check")

@@ -10,12 +10,11 @@ from cyclopts import Parameter
 from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, say
-from evalkit.cli.traces import ORPHAN_NOTE, session_kind, traces
+from evalkit.cli.traces import ORPHAN_NOTE, session_kind
 from evalkit.model import otel as wire
 from evalkit.model.names import Ref
 
 
-@traces.command(name="check")
 def traces_check(
     session_id: Annotated[
         str,

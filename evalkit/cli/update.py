@@ -9,14 +9,13 @@ from typing import Annotated
 from cyclopts import Parameter
 
 from evalkit import __version__
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, note, say
 from evalkit.distribution import install_command
 from evalkit.model import api
 
 
-@app.command
 def update(
     *,
     dry_run: Annotated[

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from cyclopts import App, Parameter
 
-from evalkit.cli.app import JsonFlag, app
+from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, say, table
 from evalkit.model import api
@@ -15,7 +15,6 @@ workspaces = App(
     name="workspaces",
     help="Workspaces hold datasets, agents and experiments. Everyone logged in reads all of them.",
 )
-app.command(workspaces)
 members = App(name="members", help="Writers and reviewers of a shared workspace.")
 workspaces.command(members)
 

@@ -5,7 +5,10 @@
 - docs/deploy.md "Every setting": one row per config key with its default and variable,
   from ``evalkit.config.Settings`` (docs/config.md explains each key).
 
-Regenerate both after changing commands or settings:
+The same run redraws evalkit/cli/help_pages.json, the help pages ``evalkit ... --help``
+prints without loading cyclopts (tests/unit/test_cli_start.py checks them).
+
+Regenerate all after changing commands or settings:
 
     uv run python tests/unit/test_reference_docs.py
 """
@@ -185,4 +188,7 @@ if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     replace_table(CLI_DOC, CLI_HEADING, cli_table())
     replace_table(DEPLOY_DOC, CONFIG_HEADING, config_table())
-    print(f"rewrote the tables in {CLI_DOC.name} and {DEPLOY_DOC.name}")
+    from evalkit.cli import help_pages
+
+    help_pages.write()
+    print(f"rewrote the tables in {CLI_DOC.name} and {DEPLOY_DOC.name}, and the help pages")
