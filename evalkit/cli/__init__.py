@@ -18,11 +18,11 @@ VERSION_MODULE_BUDGET = 150
 counts them)."""
 
 
-NEVER_USED = ("httpx._main", "h2")
-"""Modules httpx and httpcore import when they are installed and no command uses: httpx's
-own command line (with click, rich and pygments, some 100 modules; rich comes with
-cyclopts) and HTTP/2 (h2, 25 modules; nothing in evalkit asks for ``http2=True``). None in
-sys.modules makes their import fail, and both libraries go on without them."""
+NEVER_USED = ("httpx._main",)
+"""A module httpx imports when it is installed and no command uses: httpx's own command line
+(with click, rich and pygments, some 100 modules; rich comes with cyclopts). None in
+sys.modules makes its import fail, and httpx goes on without it. (h2, HTTP/2, is not among
+them: the server and worker commands serve through hypercorn, which needs it.)"""
 
 
 def main() -> None:
