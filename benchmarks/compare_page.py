@@ -38,22 +38,17 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-import psycopg
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _stack import PASSWORD, wait_http
+from _stack import PASSWORD, migrated_database, wait_http
 from web_pages import cases, fill_with_sql
 
 from evalkit import serve
 from evalkit.auth.secrets import generate_key
-from evalkit.embedded import EmbeddedPostgres
-from evalkit.sql import migrate
 
 HERE = Path(__file__).resolve().parent.parent
 COMPLETE = "McNemar p</th>"
@@ -193,51 +188,44 @@ def main() -> None:
     trees = {"new": HERE}
     if args.against is not None:
         trees = {"old": args.against.resolve(), "new": HERE}
-    work = Path(tempfile.mkdtemp(prefix="evalkit-compare-page-"))
-    cluster = EmbeddedPostgres(work / "pg", cleanup="delete")
-    cluster.start()
     harness = None
-    try:
-        with psycopg.connect(cluster.admin_url, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE bench")
-        db_url = urlunsplit(urlsplit(cluster.admin_url)._replace(path="/bench"))
-        migrate.upgrade(db_url)
+    with migrated_database("evalkit-compare-page-") as (work, cluster, db_url):
         postmaster = int((cluster.pgdata / "postmaster.pid").read_text().split()[0])
-        env = dict(
-            os.environ,
-            EVALKIT_DATABASE_URL=db_url,
-            EVALKIT_ENCRYPTION_KEY=generate_key(),
-            EVALKIT_DATA_DIR=str(work / "data"),
-            EVALKIT_ADMIN_PASSWORD=PASSWORD,
-            EVALKIT_EGRESS_ALLOW_PRIVATE="true",
-        )
-        harness_port, port = serve.free_port(), serve.free_port()
-        harness = spawn(HERE, ["harness", "example", "--port", str(harness_port)], env)
-        setup = spawn(HERE, ["server", "--no-worker", "--port", str(port)], env)
         try:
-            wait_http(f"http://127.0.0.1:{port}/healthz", 120)
-            harness_url = f"http://127.0.0.1:{harness_port}"
-            wait_http(harness_url + "/capabilities", 120)
-            setup_url = f"http://127.0.0.1:{port}"
-            ids = seed(setup_url, db_url, harness_url, args.cases, args.repetitions)
+            env = dict(
+                os.environ,
+                EVALKIT_DATABASE_URL=db_url,
+                EVALKIT_ENCRYPTION_KEY=generate_key(),
+                EVALKIT_DATA_DIR=str(work / "data"),
+                EVALKIT_ADMIN_PASSWORD=PASSWORD,
+                EVALKIT_EGRESS_ALLOW_PRIVATE="true",
+            )
+            harness_port, port = serve.free_port(), serve.free_port()
+            harness = spawn(HERE, ["harness", "example", "--port", str(harness_port)], env)
+            setup = spawn(HERE, ["server", "--no-worker", "--port", str(port)], env)
+            try:
+                wait_http(f"http://127.0.0.1:{port}/healthz", 120)
+                harness_url = f"http://127.0.0.1:{harness_port}"
+                wait_http(harness_url + "/capabilities", 120)
+                setup_url = f"http://127.0.0.1:{port}"
+                ids = seed(setup_url, db_url, harness_url, args.cases, args.repetitions)
+            finally:
+                stop(setup)
+            results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+            order = list(trees)
+            print(f"\n{'round':<7}{'tree':<6}{'load':>6}" + "".join(f"{x:>14}" for x in LABELS))
+            for round_ in range(1, args.rounds + 1):
+                for name in order:
+                    load = os.getloadavg()[0]
+                    found = one_round(trees[name], env, ids, postmaster)
+                    results[name].append(found)
+                    row = "".join(f"{found[x]:>14.0f}" for x in LABELS)
+                    whole = "" if found["small complete"] else "  (small: not complete)"
+                    print(f"{round_:<7}{name:<6}{load:>6.1f}{row}{whole}", flush=True)
+                order.reverse()
         finally:
-            stop(setup)
-        results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
-        order = list(trees)
-        print(f"\n{'round':<7}{'tree':<6}{'load':>6}" + "".join(f"{x:>14}" for x in LABELS))
-        for round_ in range(1, args.rounds + 1):
-            for name in order:
-                load = os.getloadavg()[0]
-                found = one_round(trees[name], env, ids, postmaster)
-                results[name].append(found)
-                row = "".join(f"{found[x]:>14.0f}" for x in LABELS)
-                whole = "" if found["small complete"] else "  (small: not complete)"
-                print(f"{round_:<7}{name:<6}{load:>6.1f}{row}{whole}", flush=True)
-            order.reverse()
-    finally:
-        if harness is not None:
-            stop(harness)
-        cluster.stop()
+            if harness is not None:
+                stop(harness)
     runs = args.cases * args.repetitions
     print(f"\nmedians in ms (two {runs:,}-run experiments, two of 4 runs), {os.cpu_count()} cores")
     ratio_head = "   old/new" if len(trees) > 1 else ""
