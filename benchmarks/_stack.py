@@ -139,3 +139,19 @@ def local_stack(worker_concurrency: int) -> Iterator[Stack]:
                     child.kill()
             if server is not None:
                 server.stop()
+
+
+def run_in_tree(tree: Path, script: Path, passed: list[str]) -> str:
+    """Run ``script`` with ``tree``'s Python and ``tree``'s evalkit (for ``--against``): its
+    stdout, or exit with what it printed when it failed."""
+    done = subprocess.run(
+        [str(tree / ".venv" / "bin" / "python"), str(script), *passed],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the benchmark failed in {tree}:\n{done.stdout}\n{done.stderr}")
+    return done.stdout

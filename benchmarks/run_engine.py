@@ -23,13 +23,12 @@ import argparse
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _stack import local_stack
+from _stack import local_stack, run_in_tree
 
 TARGET_RUNS_PER_SECOND = 100.0
 
@@ -125,20 +124,9 @@ def compare_trees(args: argparse.Namespace) -> None:
 
 
 def _one_run(tree: Path, passed: list[str]) -> dict[int, float]:
-    python = tree / ".venv" / "bin" / "python"
-    script = tree / "benchmarks" / "run_engine.py"
-    done = subprocess.run(
-        [str(python), str(script), *passed],
-        cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"the benchmark failed in {tree}:\n{done.stdout}\n{done.stderr}")
+    stdout = run_in_tree(tree, tree / "benchmarks" / "run_engine.py", passed)
     found = {}
-    for line in done.stdout.splitlines():
+    for line in stdout.splitlines():
         match = ROW.match(line)
         if match:
             found[int(match[1])] = float(match[3])

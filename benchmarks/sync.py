@@ -208,19 +208,11 @@ def compare_trees(args: argparse.Namespace) -> None:
 
 def _one_run(tree: Path, passed: list[str]) -> dict[str, list[list[float]]]:
     """This script, run by ``tree``'s Python with ``tree``'s evalkit (CLI and server)."""
-    python = tree / ".venv" / "bin" / "python"
-    done = subprocess.run(
-        [str(python), str(Path(__file__).resolve()), *passed],
-        cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"the benchmark failed in {tree}:\n{done.stdout}\n{done.stderr}")
-    print("\n".join("   " + line for line in done.stdout.splitlines()[:-1]), flush=True)
-    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+    from _stack import run_in_tree  # loads evalkit: only the parent that alternates trees
+
+    stdout = run_in_tree(tree, Path(__file__).resolve(), passed)
+    print("\n".join("   " + line for line in stdout.splitlines()[:-1]), flush=True)
+    return json.loads(stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def _load() -> str:
