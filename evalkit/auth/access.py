@@ -42,6 +42,10 @@ RULES: dict[str, str] = {
         "The server does not drive a personal agent; its owner's CLI or SDK does."
     ),
     "agent-token-scope": "An agent token only sends traces for its own agent.",
+    "writers-label": (
+        "Human labels on a run are given by those who write to its experiment's workspace; "
+        "everyone logged in reads them."
+    ),
     "schedule-fires-as-creator": (
         "A schedule starts each experiment as the user who created it, with that user's "
         "rights when it fires; a disabled or deleted creator's schedules start nothing."
@@ -158,6 +162,19 @@ def require_review(actor: Actor, ws: WorkspaceFacts) -> None:
 def require_comment(actor: Actor, ws: WorkspaceFacts) -> None:
     """Anyone logged in may comment on any case, promotion targets included."""
     require_user(actor)
+
+
+def require_label(actor: Actor, ws: WorkspaceFacts) -> None:
+    """Labelling a run: a person's reading is a result of the experiment, so it takes write
+    access to the experiment's workspace (admins, its writers, a personal one's owner)."""
+    require_user(actor)
+    if can_write(actor, ws):
+        return
+    raise _refuse(
+        "writers-label",
+        f"{actor.username} cannot write to @{ws.name}, so cannot label its runs; ask an admin "
+        f"for `evalkit workspaces members add {ws.name} {actor.username} --role writer`",
+    )
 
 
 def require_run_agent(

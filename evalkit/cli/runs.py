@@ -436,6 +436,10 @@ def runs_show(
     from evalkit.cli.scores import print_run_scores
 
     print_run_scores(r.id)
+    from evalkit.cli.labels import print_run_labels
+
+    with Client() as client:
+        print_run_labels(client, r.id)
     return 0
 
 
@@ -505,3 +509,4 @@ experiments.command("evalkit.cli.compare:experiments_scores", name="scores")
 experiments.command("evalkit.cli.compare:experiments_compare", name="compare")
 experiments.command("evalkit.cli.scores:experiments_rounds", name="rounds")
 runs.command("evalkit.cli.scores:runs_scores", name="scores")
+runs.command("evalkit.cli.labels:runs_label", name="label")

@@ -1,4 +1,4 @@
--- evalkit's database schema at migration 0013. GENERATED: do not edit.
+-- evalkit's database schema at migration 0014. GENERATED: do not edit.
 -- The migrations (evalkit/sql/migrations/, with the SQL in evalkit/sql/schema/) are
 -- the source of truth; this file shows what they build, each table with its
 -- constraints, indexes, triggers and foreign keys, to read (nothing runs it).
@@ -473,6 +473,40 @@ ALTER TABLE ONLY public.fixtures
 
 ALTER TABLE ONLY public.fixtures
     ADD CONSTRAINT fixtures_created_by_fkey FOREIGN KEY (created_by) REFERENCES public.users(id) ON DELETE SET NULL;
+
+
+-- labels
+
+CREATE TABLE public.labels (
+    id bigint NOT NULL,
+    run_id bigint NOT NULL,
+    name text NOT NULL,
+    value double precision NOT NULL,
+    comment text,
+    user_id bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT labels_value_check CHECK (((value >= (0)::double precision) AND (value <= (1)::double precision)))
+);
+
+ALTER TABLE public.labels ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.labels_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+ALTER TABLE ONLY public.labels
+    ADD CONSTRAINT labels_pkey PRIMARY KEY (id);
+
+CREATE INDEX labels_by_run ON public.labels USING btree (run_id, name, id);
+
+ALTER TABLE ONLY public.labels
+    ADD CONSTRAINT labels_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.labels
+    ADD CONSTRAINT labels_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE SET NULL;
 
 
 -- llm_providers

@@ -96,6 +96,9 @@ RULE: dict[str, dict[str, Expected]] = {
     "collector@personal": _refuse("personal-owner-writes", *NON_OWNERS),
     "collector": {**_callers(), "agent": OK},
 }
+# writers-label: a label takes write access to the experiment's workspace.
+RULE["label@shared"] = _refuse("writers-label", *NON_WRITERS_SHARED)
+RULE["label@personal"] = _refuse("writers-label", *NON_OWNERS)
 RULE["sync@shared"] = RULE["write@shared"]
 RULE["sync@personal"] = RULE["write@personal"]
 RULE["write@target"] = RULE["write@shared"]
@@ -226,6 +229,12 @@ ROUTES: dict[tuple[str, str], list[tuple[str, str]]] = {
     ],
     ("GET", "/api/runs/{run}"): same(EXP3, "read"),
     ("GET", "/api/runs/{run}/scores"): same(EXP3, "read"),
+    ("GET", "/api/runs/{run}/labels"): same(EXP3, "read"),
+    ("POST", "/api/runs/{run}/labels"): [
+        (SERVER_EXP, "label@shared"),
+        (SDK_EXP, "label@shared"),
+        (CLI_EXP, "label@personal"),
+    ],
     ("GET", _EXP + "/rounds"): same(EXP3, "read"),
     ("POST", _EXP + "/evaluate"): [
         (SERVER_EXP, "write@shared"),

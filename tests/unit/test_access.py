@@ -339,6 +339,27 @@ def test_can_write_is_what_require_write_enforces():
             assert allowed == (outcome(access.require_write, actor, ws) == "ok")
 
 
+@pytest.mark.parametrize(
+    ("who", "ws", "expected"),
+    [
+        ("admin", "shared", "ok"),
+        ("writer", "shared", "ok"),
+        ("owner", "shared", "writers-label"),
+        ("reviewer", "shared", "writers-label"),
+        ("other", "shared", "writers-label"),
+        ("owner", "personal", "ok"),
+        ("admin", "personal", "writers-label"),
+        ("writer", "personal", "writers-label"),
+        ("anonymous", "shared", "login"),
+        ("agent", "shared", "agent-token-scope"),
+    ],
+)
+def test_label_runs(who, ws, expected):
+    actor = CALLERS[who]
+    facts = shared(actor) if ws == "shared" else PERSONAL
+    assert outcome(access.require_label, actor, facts) == expected
+
+
 def test_zz_every_rule_has_a_test():
     """Runs last in this module: every rule in RULES was exercised by a test above."""
     if not exercised:

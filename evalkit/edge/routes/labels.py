@@ -1,0 +1,80 @@
+"""Human labels on runs: a person's reading of one of a run's scores, kept beside it."""
+
+from __future__ import annotations
+
+import math
+
+from evalkit.auth import access
+from evalkit.edge.endpoint import Call, Endpoint
+from evalkit.errors import BadRequest
+from evalkit.model import labels as wire
+from evalkit.model.names import whole_number
+from evalkit.store import labels as store
+from evalkit.store.workspaces import get_workspace
+
+
+def _run_id(call: Call) -> int:
+    text = call.param("run")
+    number = whole_number(text)
+    if number is None:
+        raise BadRequest(f"run ids are whole numbers, got {text!r}")
+    return number
+
+
+async def run_labels(call: Call) -> list[wire.Label]:
+    access.require_read(call.actor)
+    run_id = _run_id(call)
+    async with call.db.connection() as conn:
+        await store.label_target(conn, run_id)  # 404 for no such run
+        return await store.run_labels(conn, run_id)
+
+
+async def label_run(call: Call) -> wire.Label:
+    access.require_user(call.actor)
+    run_id = _run_id(call)
+    async with call.db.connection() as conn:
+        target = await store.label_target(conn, run_id)
+        ws = await get_workspace(conn, call.actor, target.workspace)
+    access.require_label(call.actor, ws.facts)
+    body: wire.LabelRequest = await call.payload()
+    _check(body, target)
+    async with call.db.connection() as conn:
+        return await store.add_label(conn, run_id, body, call.actor.user_id, call.actor.username)
+
+
+def _check(body: wire.LabelRequest, target: store.LabelTarget) -> None:
+    if body.name not in target.score_names:
+        scored = ", ".join(target.score_names) or "none yet (score it first)"
+        raise BadRequest(
+            f"run {target.run_id} has no evaluator score named {body.name!r}; a label reads "
+            f"one of its scores: {scored}",
+            code="no-such-score",
+        )
+    if not (math.isfinite(body.value) and 0 <= body.value <= 1):
+        raise BadRequest(
+            f"a label's value is 1 (pass), 0 (fail) or a number between 0 and 1, got "
+            f"{body.value!r}",
+            code="bad-label-value",
+        )
+
+
+ENDPOINTS = [
+    Endpoint(
+        "GET",
+        "/api/runs/{run}/labels",
+        run_labels,
+        "A run's human labels, oldest first, with who gave each",
+        returns=list[wire.Label],
+        tags=["labels"],
+    ),
+    Endpoint(
+        "POST",
+        "/api/runs/{run}/labels",
+        label_run,
+        "Add a human label to one of a run's scores (never replaces an earlier label)",
+        body=wire.LabelRequest,
+        returns=wire.Label,
+        status=201,
+        tags=["labels"],
+    ),
+]

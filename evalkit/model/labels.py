@@ -1,0 +1,29 @@
+"""Wire objects for human labels on runs (``evalkit runs label``, the run page)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from evalkit.model.api import Input, Output
+
+
+class LabelRequest(Input, kw_only=True):
+    name: str
+    """The score read: an evaluator score the run has (``correctness``, ``judge``...)."""
+    value: float
+    """1 for pass, 0 for fail, or a number in the score's range [0, 1]."""
+    comment: str | None = None
+
+
+class Label(Output, kw_only=True):
+    """One person's reading of one score of a run. Labels are never replaced: a new
+    reading is a new label, so every person's readings are kept."""
+
+    id: int
+    run_id: int
+    name: str
+    value: float
+    comment: str | None = None
+    labelled_by: str | None
+    """Who gave it (None once that user is deleted)."""
+    created_at: datetime

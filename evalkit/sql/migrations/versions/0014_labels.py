@@ -1,0 +1,20 @@
+"""Human labels on runs, one row per reading.
+
+Revision ID: 0014
+Revises: 0013
+"""
+
+from evalkit.sql.migrate import run_sql_file
+
+revision = "0014"
+down_revision = "0013"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    run_sql_file("0014_labels.sql")
+
+
+def downgrade() -> None:
+    raise NotImplementedError("evalkit migrations go forward only; restore a backup to go back")

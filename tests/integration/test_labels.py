@@ -1,0 +1,141 @@
+"""Human labels on runs through a real server and the real CLI: two people's readings of
+the same score are both kept, who may label follows `writers-label`, and bad readings are
+refused with what to send instead."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import ADMIN_PASSWORD
+from tests.integration.datasets_helpers import Repo, add_user, admin_api
+from tests.integration.runs_helpers import (
+    api,
+    create_agent,
+    engine_server,
+    harness,
+    login_token,
+)
+
+CASE = """\
+input:
+  question: What is 6 * 7?
+expected:
+  answer: '40'
+evaluators:
+  exact_match: true
+  latency: true
+"""
+
+
+@pytest.fixture
+def engine(database_url, tmp_path):
+    running = engine_server(database_url, tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def scored_run(engine, cli, tmp_path):
+    """A finished, scored run in @dev (exact_match fails: the reference answers 42), the CLI
+    logged in as admin; returns (admin token, run id)."""
+    token = login_token(engine, "admin", ADMIN_PASSWORD)
+    cli.monkeypatch.setenv("EVALKIT_SERVER_URL", engine.url)
+    cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
+    admin_api(engine, token, "POST", "/api/workspaces", json={"name": "dev"})
+    repo = Repo(tmp_path / "repo")
+    repo.case("finance", "mul", CASE)
+    assert cli("sync", str(repo.suite("finance")), "--workspace", "dev").code == 0
+    with harness() as ref:
+        create_agent(engine, token, "dev", "ref", ref.url)
+        ran = cli("run", "finance@dev", "--agent", "ref@dev", "--json")
+        assert ran.code == 0, ran.err
+    (run,) = ran.json["run_list"]
+    return token, run["id"]
+
+
+def test_two_people_label_the_same_run_and_both_are_kept(engine, cli, scored_run):
+    token, run_id = scored_run
+    add_user(engine, token, "wendy", member_of="dev", role="writer")
+    wendy = login_token(engine, "wendy", "wendy-password")
+
+    first = cli("runs", "label", str(run_id), "--score", "exact_match=pass", "--json")
+    assert first.code == 0, first.err
+    assert first.json["value"] == 1.0 and first.json["labelled_by"] == "admin"
+
+    second = api(
+        engine,
+        wendy,
+        "POST",
+        f"/api/runs/{run_id}/labels",
+        json={"name": "exact_match", "value": 0, "comment": "40 is the reference"},
+    )
+    assert second.status_code == 201, second.text
+    again = cli("runs", "label", str(run_id), "--score", "exact_match=0.5", "--comment", "unsure")
+    assert again.code == 0, again.err
+    assert "exact_match labelled 0.5 by admin" in again.out
+
+    labels = api(engine, token, "GET", f"/api/runs/{run_id}/labels").json()
+    assert [(x["labelled_by"], x["value"], x["comment"]) for x in labels] == [
+        ("admin", 1.0, None),
+        ("wendy", 0.0, "40 is the reference"),
+        ("admin", 0.5, "unsure"),
+    ]
+    shown = cli("runs", "show", str(run_id))
+    assert shown.code == 0, shown.err
+    assert "human labels:" in shown.out
+    assert "exact_match: fail by wendy" in shown.out and "(40 is the reference)" in shown.out
+
+
+def test_only_writers_of_the_experiments_workspace_label(engine, scored_run):
+    token, run_id = scored_run
+    add_user(engine, token, "rita", member_of="dev", role="reviewer")
+    rita = login_token(engine, "rita", "rita-password")
+    refused = api(
+        engine, rita, "POST", f"/api/runs/{run_id}/labels", json={"name": "exact_match", "value": 1}
+    )
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "writers-label"
+    assert "members add dev rita --role writer" in refused.json()["error"]["message"]
+    # Reading stays open to everyone logged in, and nothing was stored by the refusal.
+    read = api(engine, rita, "GET", f"/api/runs/{run_id}/labels")
+    assert read.status_code == 200 and read.json() == []
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "words"),
+    [
+        ({"name": "helpfulness", "value": 1}, "no-such-score", "scores: exact_match"),
+        ({"name": "latency", "value": 1}, "no-such-score", "no evaluator score named 'latency'"),
+        ({"name": "exact_match", "value": 1.5}, "bad-label-value", "between 0 and 1"),
+    ],
+)
+def test_bad_labels_are_refused_and_store_nothing(engine, scored_run, body, code, words):
+    token, run_id = scored_run
+    refused = api(engine, token, "POST", f"/api/runs/{run_id}/labels", json=body)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["code"] == code and words in refused.json()["error"]["message"]
+    assert api(engine, token, "GET", f"/api/runs/{run_id}/labels").json() == []
+
+
+@pytest.mark.parametrize(
+    ("score", "words"),
+    [
+        ("exact_match", "--score takes NAME=VALUE"),
+        ("exact_match=maybe", "pass, fail or a number from 0 to 1"),
+        ("exact_match=2", "pass, fail or a number from 0 to 1"),
+    ],
+)
+def test_the_cli_refuses_a_malformed_reading_before_asking(cli, score, words):
+    result = cli("runs", "label", "1", "--score", score)
+    assert result.code == 1
+    assert words in result.err
+
+
+def test_labelling_a_missing_run_says_so(engine, scored_run):
+    token, _ = scored_run
+    missing = api(
+        engine, token, "POST", "/api/runs/999999/labels", json={"name": "exact_match", "value": 1}
+    )
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "no-such-run"
