@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from cyclopts import Parameter
 
@@ -71,3 +71,48 @@ def print_run_labels(client: Client, run_id: int) -> None:
         note = f" ({label.comment})" if label.comment else ""
         when = label.created_at.strftime("%Y-%m-%d %H:%M")
         say(f"    {label.name}: {_reading(label.value)} by {label.labelled_by} at {when}{note}")
+
+
+def experiments_agreement(
+    experiment_id: Annotated[
+        int, Parameter(help="The experiment (see `evalkit experiments list`).")
+    ],
+    /,
+    *,
+    json: JsonFlag = False,
+) -> int:
+    """How often each evaluator agrees with the people who labelled its runs: the rate with
+    its interval, Cohen's kappa, the confusion table and the runs where they disagree."""
+    from evalkit.model.stats import Agreement
+
+    with Client() as client:
+        found: list[Agreement] = client.get(
+            f"/api/experiments/{experiment_id}/agreement", type=list[Agreement]
+        )
+    if json:
+        emit_json(found)
+        return 0
+    if not found:
+        say(
+            f"experiment {experiment_id}: no run has a human label yet; label runs with "
+            "`evalkit runs label RUN --score NAME=pass|fail`"
+        )
+        return 0
+    for a in found:
+        _print_agreement(a)
+    return 0
+
+
+def _print_agreement(a: Any) -> None:
+    rate = "n/a" if a.rate is None else f"{a.rate:.0%}"
+    interval = f" [{a.interval[0]:.0%}, {a.interval[1]:.0%}]" if a.interval else ""
+    kappa = "n/a" if a.kappa is None else f"{a.kappa:.2f}"
+    say(f"{a.name}: agreement {rate}{interval} over {a.runs} runs, kappa {kappa}")
+    c = a.confusion
+    say(f"  evaluator pass: people pass {c['pass_pass']}, people fail {c['pass_fail']}")
+    say(f"  evaluator fail: people pass {c['fail_pass']}, people fail {c['fail_fail']}")
+    if a.split:
+        say(f"  {a.split} runs left out: their labellers tied")
+    for d in a.disagreements:
+        people = "pass" if d.people_pass else "fail"
+        say(f"  run {d.run_id} ({d.case_id}): scored {d.scored:g}, people say {people}")

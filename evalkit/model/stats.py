@@ -205,3 +205,32 @@ class Comparison(Output, kw_only=True):
     gates: list[GateResult]
     passed: bool
     """Every gate passed (True when no gate was given)."""
+
+
+class Disagreement(Output, kw_only=True):
+    run_id: int
+    case_id: str
+    scored: float
+    """The evaluator's value."""
+    people_pass: bool
+    """The people's verdict (the majority of each labeller's latest label)."""
+    labellers: int
+
+
+class Agreement(Output, kw_only=True):
+    """How often one score's evaluator agrees with the people who labelled its runs."""
+
+    name: str
+    runs: int
+    """Runs with the score and a people's verdict."""
+    agree: int
+    rate: float | None
+    interval: tuple[float, float] | None
+    """Wilson interval of the rate."""
+    kappa: float | None
+    """Cohen's kappa; None when undefined (both sides gave one verdict only)."""
+    confusion: dict[str, int]
+    """``EVALUATOR_PEOPLE`` counts: pass_pass, pass_fail, fail_pass, fail_fail."""
+    split: int
+    """Runs whose labellers tied, left out of the counts."""
+    disagreements: list[Disagreement]

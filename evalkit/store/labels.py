@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from evalkit.db import Conn
 from evalkit.errors import NotFound
 from evalkit.model import labels as wire
+from evalkit.scoring.agreement import Reading
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +50,8 @@ async def add_label(
 async def run_labels(conn: Conn, run_id: int) -> list[wire.Label]:
     rows = await conn.all("labels_list_by_run", run_id=run_id)
     return [wire.Label(run_id=run_id, **row) for row in rows]
+
+
+async def agreement_readings(conn: Conn, experiment_id: int) -> list[Reading]:
+    rows = await conn.all("agreement_readings_for_experiment", experiment_id=experiment_id)
+    return [Reading(**row) for row in rows]

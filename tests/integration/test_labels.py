@@ -139,3 +139,90 @@ def test_labelling_a_missing_run_says_so(engine, scored_run):
         engine, token, "POST", "/api/runs/999999/labels", json={"name": "exact_match", "value": 1}
     )
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "no-such-run"
+
+
+FIVE = {
+    # case: (question, expected); the reference harness answers the sum, so the first two
+    # pass exact_match and the last three fail it.
+    "c1": ("What is 1 + 1?", "2"),
+    "c2": ("What is 2 + 2?", "4"),
+    "c3": ("What is 3 + 3?", "7"),
+    "c4": ("What is 4 + 4?", "9"),
+    "c5": ("What is 5 + 5?", "11"),
+}
+
+
+def test_agreement_kappa_and_confusion_equal_a_hand_count(engine, cli, tmp_path):
+    token = login_token(engine, "admin", ADMIN_PASSWORD)
+    cli.monkeypatch.setenv("EVALKIT_SERVER_URL", engine.url)
+    cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
+    admin_api(engine, token, "POST", "/api/workspaces", json={"name": "dev"})
+    add_user(engine, token, "wendy", member_of="dev", role="writer")
+    wendy = login_token(engine, "wendy", "wendy-password")
+    repo = Repo(tmp_path / "repo")
+    for case, (question, answer) in FIVE.items():
+        repo.case(
+            "sums",
+            case,
+            f"input:\n  question: {question!r}\nexpected:\n  answer: {answer!r}\n"
+            "evaluators:\n  exact_match: true\n",
+        )
+    assert cli("sync", str(repo.suite("sums")), "--workspace", "dev").code == 0
+    with harness() as ref:
+        create_agent(engine, token, "dev", "ref", ref.url)
+        ran = cli("run", "sums@dev", "--agent", "ref@dev", "--json")
+        assert ran.code == 0, ran.err
+    experiment = ran.json["id"]
+    runs = {r["case_id"]: r["id"] for r in ran.json["run_list"]}
+    scored = {
+        case: next(
+            s["value"]
+            for s in api(engine, token, "GET", f"/api/runs/{run}/scores").json()
+            if s["name"] == "exact_match"
+        )
+        for case, run in runs.items()
+    }
+    assert scored == {"c1": 1.0, "c2": 1.0, "c3": 0.0, "c4": 0.0, "c5": 0.0}
+
+    def label(who: str, case: str, value: float) -> None:
+        body = {"name": "exact_match", "value": value}
+        response = api(engine, who, "POST", f"/api/runs/{runs[case]}/labels", json=body)
+        assert response.status_code == 201, response.text
+
+    # People: c1 pass, c2 fail, c3 fail, c4 fail, c5 pass. c2 is first labelled pass by the
+    # admin, who then changes their mind (their latest label counts). c5 has two labellers
+    # who agree; c4 also gets a tie-free second opinion. A sixth-case tie is covered below.
+    label(token, "c1", 1)
+    label(token, "c2", 1)
+    label(token, "c2", 0)
+    label(token, "c3", 0)
+    label(token, "c4", 0)
+    label(wendy, "c4", 0)
+    label(token, "c5", 1)
+    label(wendy, "c5", 0.8)
+    # By hand: evaluator pass & people pass = c1; pass & fail = c2; fail & pass = c5;
+    # fail & fail = c3, c4. Agreement 3/5. Evaluator passes 2/5, people pass 2/5:
+    # chance = 0.4 * 0.4 + 0.6 * 0.6 = 0.52, kappa = (0.6 - 0.52) / (1 - 0.52) = 1/6.
+    result = cli("experiments", "agreement", str(experiment), "--json")
+    assert result.code == 0, result.err
+    (a,) = result.json
+    assert a["name"] == "exact_match" and a["runs"] == 5 and a["agree"] == 3
+    assert a["rate"] == pytest.approx(0.6)
+    assert a["kappa"] == pytest.approx(1 / 6)
+    assert a["confusion"] == {"pass_pass": 1, "pass_fail": 1, "fail_pass": 1, "fail_fail": 2}
+    low, high = a["interval"]
+    assert low < 0.6 < high  # Wilson 95%: about [0.23, 0.88] for 3 of 5
+    assert low == pytest.approx(0.2307, abs=1e-3) and high == pytest.approx(0.8824, abs=1e-3)
+    assert [(d["case_id"], d["people_pass"]) for d in a["disagreements"]] == [
+        ("c2", False),
+        ("c5", True),
+    ]
+    assert a["split"] == 0
+
+    # A tie between two labellers leaves the run out of the counts.
+    label(wendy, "c1", 0)
+    (tied,) = cli("experiments", "agreement", str(experiment), "--json").json
+    assert tied["runs"] == 4 and tied["split"] == 1
+    text = cli("experiments", "agreement", str(experiment))
+    assert text.code == 0 and "exact_match: agreement 50%" in text.out
+    assert "1 runs left out: their labellers tied" in text.out

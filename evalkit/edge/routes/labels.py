@@ -9,7 +9,10 @@ from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadRequest
 from evalkit.model import labels as wire
 from evalkit.model.names import whole_number
+from evalkit.model.stats import Agreement
+from evalkit.scoring.agreement import agreements
 from evalkit.store import labels as store
+from evalkit.store import runs as runs_store
 from evalkit.store.workspaces import get_workspace
 
 
@@ -40,6 +43,18 @@ async def label_run(call: Call) -> wire.Label:
     _check(body, target)
     async with call.db.connection() as conn:
         return await store.add_label(conn, run_id, body, call.actor.user_id, call.actor.username)
+
+
+async def experiment_agreement(call: Call) -> list[Agreement]:
+    access.require_read(call.actor)
+    text = call.param("experiment")
+    experiment_id = whole_number(text)
+    if experiment_id is None:
+        raise BadRequest(f"experiment ids are whole numbers, got {text!r}")
+    async with call.db.connection() as conn:
+        await runs_store.experiment_row(conn, experiment_id)  # 404 for no such experiment
+        readings = await store.agreement_readings(conn, experiment_id)
+    return agreements(readings)
 
 
 def _check(body: wire.LabelRequest, target: store.LabelTarget) -> None:
@@ -75,6 +90,15 @@ ENDPOINTS = [
         body=wire.LabelRequest,
         returns=wire.Label,
         status=201,
+        tags=["labels"],
+    ),
+    Endpoint(
+        "GET",
+        "/api/experiments/{experiment}/agreement",
+        experiment_agreement,
+        "Per score with human labels: agreement with the people, its interval, Cohen's "
+        "kappa, the confusion table and the runs where they disagree",
+        returns=list[Agreement],
         tags=["labels"],
     ),
 ]
