@@ -615,6 +615,7 @@ Stat = Literal[
     "failed_rate",
     "errored",
     "errored_rate",
+    "agreement",
 ]
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
@@ -624,7 +625,15 @@ OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<": lambda x, t: x < t - _EPS,
     "==": lambda x, t: abs(x - t) <= _EPS,
 }
-STATS: tuple[Stat, ...] = ("mean", "pass_rate", "pass_rate_all", "diff", "raw_mean", "raw_diff")
+STATS: tuple[Stat, ...] = (
+    "mean",
+    "pass_rate",
+    "pass_rate_all",
+    "diff",
+    "raw_mean",
+    "raw_diff",
+    "agreement",
+)
 RUN_STATS: tuple[Stat, ...] = ("failed", "failed_rate", "errored", "errored_rate")
 """Gates on experiment B's runs rather than on a score: written alone (``failed<=0``)."""
 FAILURE_STATS: tuple[Stat, ...] = ("failed", "failed_rate")
@@ -639,6 +648,7 @@ _STAT_TEXT = {
     "failed_rate": "share of failed runs",
     "errored": "errored runs",
     "errored_rate": "share of errored runs",
+    "agreement": "agreement with human labels",
 }
 _RANGES: dict[str, tuple[float, float]] = {
     "mean": (0, 1),
@@ -647,6 +657,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "diff": (-1, 1),
     "failed_rate": (0, 1),
     "errored_rate": (0, 1),
+    "agreement": (0, 1),
 }
 _OPERATOR_RE = re.compile(r"(>=|<=|==|!=|=>|=<|>|<|=)")
 _MISTYPED = {"=>": ">=", "=<": "<=", "=": "=="}
@@ -658,6 +669,7 @@ GATE_HELP = (
     "SCORE[.STAT] OP NUMBER: STAT is mean (the default), pass_rate (over the runs that "
     "answered), pass_rate_all (failed runs count as not passing), diff (mean of B - A over "
     "paired cases), raw_mean or raw_diff (a gauge's measurement: seconds, tokens, ...); "
+    "agreement (how often the score agrees with B's human labels; no labels fail it), "
     "or a gate on B's runs: failed, failed_rate, errored or errored_rate. OP is >=, >, <=, "
     "< or ==. While runs of B failed, a gate on a score fails too, unless a failed or "
     "failed_rate gate says how many may fail."
@@ -772,6 +784,26 @@ def _result(gate: Gate, passed: bool, message: str, actual: float | None = None)
     return wire.GateResult(
         gate=gate.text, passed=passed, actual=actual, threshold=gate.threshold, message=message
     )
+
+
+def check_agreement_gate(
+    gate: Gate, agreement: wire.Agreement | None, experiment: int
+) -> wire.GateResult:
+    """``judge.agreement>=0.8``: how often the score agreed with the people who labelled
+    experiment ``experiment``'s runs. A score nobody labelled fails: it was never checked."""
+    if agreement is None or not agreement.runs or agreement.rate is None:
+        return _result(
+            gate,
+            False,
+            f"no human label of {gate.name} on experiment {experiment}'s runs, so its "
+            f"agreement with people is unknown and the gate does not trust it; label runs "
+            f"with `evalkit runs label RUN --score {gate.name}=pass|fail`",
+        )
+    label = (
+        f"agreement of {gate.name} with human labels on experiment {experiment} "
+        f"({agreement.agree} of {agreement.runs} runs):"
+    )
+    return _verdict(gate, label, agreement.rate)
 
 
 def check_gate(

@@ -226,3 +226,24 @@ def test_agreement_kappa_and_confusion_equal_a_hand_count(engine, cli, tmp_path)
     text = cli("experiments", "agreement", str(experiment))
     assert text.code == 0 and "exact_match: agreement 50%" in text.out
     assert "1 runs left out: their labellers tied" in text.out
+
+    # The agreement gate: 2 of 4 agree (c1 is tied), so >=0.5 passes and >=0.8 fails; a
+    # score nobody labelled fails the gate, since nobody checked it.
+    def gate(*texts: str):
+        flags = [arg for text in texts for arg in ("--gate", text)]
+        return cli("experiments", "compare", str(experiment), str(experiment), *flags, "--json")
+
+    passed = gate("exact_match.agreement>=0.5")
+    assert passed.code == 0, passed.out + passed.err
+    (only,) = passed.json["gates"]
+    assert only["passed"] and only["actual"] == pytest.approx(0.5)
+    missed = gate("exact_match.agreement>=0.8", "exact_match>=0")
+    assert missed.code == 1 and missed.json["passed"] is False
+    by_gate = {g["gate"]: g for g in missed.json["gates"]}
+    assert by_gate["exact_match>=0"]["passed"]
+    assert "(2 of 4 runs)" in by_gate["exact_match.agreement>=0.8"]["message"]
+    unchecked = gate("judge.agreement>=0.8")
+    assert unchecked.code == 1
+    assert "no human label of judge" in unchecked.json["gates"][0]["message"]
+    bad = gate("exact_match.agreement>=80")
+    assert bad.code != 0 and "0.8, not 80" in (bad.out + bad.err)

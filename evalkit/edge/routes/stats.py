@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
+import msgspec
+
 from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.edge.kept import KeptAnswers
@@ -19,6 +21,8 @@ from evalkit.errors import BadRequest
 from evalkit.model import stats as wire
 from evalkit.model.names import whole_number
 from evalkit.scoring import stats
+from evalkit.scoring.agreement import agreements
+from evalkit.store import labels as labels_store
 from evalkit.store.stats import experiment_readings, readings_version
 
 KEPT = 32
@@ -88,6 +92,10 @@ async def experiments_compare(call: Call) -> wire.Comparison:
         gates = [stats.parse_gate(text) for text in query.getlist("gate")]
     except stats.StatsError as exc:
         raise BadRequest(str(exc), code="bad-gate") from None
+    # Agreement gates read the human labels, which the compare cache does not key on: they
+    # are checked after it, fresh each time.
+    on_labels = [gate for gate in gates if gate.stat == "agreement"]
+    gates = [gate for gate in gates if gate.stat != "agreement"]
     no_regressions = query.get("no_regressions", "0").lower() in ("1", "true", "yes")
     seed = _int_param(call, "seed", stats.BOOTSTRAP_SEED)
     resamples = _int_param(call, "resamples", stats.BOOTSTRAP_RESAMPLES)
@@ -109,9 +117,26 @@ async def experiments_compare(call: Call) -> wire.Comparison:
 
     key = ("compare", a_id, b_id, tuple(versions), tuple(gates), no_regressions, seed, resamples)
     try:
-        return await kept(call.request.app.state, key, make)
+        comparison = await kept(call.request.app.state, key, make)
     except stats.StatsError as exc:
         raise BadRequest(str(exc)) from None
+    if not on_labels:
+        return comparison
+    return await _with_agreement_gates(call, comparison, on_labels, b_id)
+
+
+async def _with_agreement_gates(
+    call: Call, comparison: wire.Comparison, gates: list[stats.Gate], b_id: int
+) -> wire.Comparison:
+    async with call.db.connection() as conn:
+        readings = await labels_store.agreement_readings(conn, b_id)
+    by_name = {a.name: a for a in agreements(readings)}
+    results = [stats.check_agreement_gate(g, by_name.get(g.name), b_id) for g in gates]
+    return msgspec.structs.replace(
+        comparison,
+        gates=[*comparison.gates, *results],
+        passed=comparison.passed and all(r.passed for r in results),
+    )
 
 
 async def _version(call: Call, experiment_id: int) -> tuple[int, int, int, int]:
