@@ -142,6 +142,8 @@ def gate(spec: LibraryJudge, ctx: RunContext) -> str | None:
     if "tool_calls" in spec.needs and not ctx.provides.tool_calls:
         return "the agent does not provide its tool calls (provides.tool_calls is false)"
     if spec.shows_steps:
+        if not ctx.provides.trajectory and ctx.trajectory is None:
+            return "the agent provides no trajectory (provides.trajectory is false)"
         if ctx.trajectory_valid is False:
             return (
                 "the run's trajectory is not valid ATIF, so it was not read "
