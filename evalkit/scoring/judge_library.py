@@ -159,7 +159,9 @@ def gate(spec: LibraryJudge, ctx: RunContext) -> str | None:
 def _context(spec: LibraryJudge, ctx: RunContext) -> RunContext:
     """The run as ``spec`` is shown it: without the steps unless it declares them."""
     if spec.shows_steps:
-        return ctx
+        # a trajectory in hand is proof enough (a traced agent may not declare it)
+        provides = msgspec.structs.replace(ctx.provides, trajectory=True)
+        return msgspec.structs.replace(ctx, provides=provides)
     return msgspec.structs.replace(ctx, trajectory=None)
 
 
