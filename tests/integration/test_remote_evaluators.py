@@ -546,7 +546,9 @@ evaluators:
 """
 
 
-def test_a_harness_run_is_graded_by_library_judges(database_url, tmp_path, cli):
+@pytest.mark.parametrize("lacks", [frozenset(), frozenset({"tool_calls"})], ids=["all", "no-tools"])
+def test_a_harness_run_is_graded_by_library_judges(database_url, tmp_path, cli, lacks):
+    from evalkit.harness.reference import Behaviour
     from evalkit.scoring.judge_library import LIBRARY
 
     judge = JudgeServer().start()
@@ -567,7 +569,7 @@ def test_a_harness_run_is_graded_by_library_judges(database_url, tmp_path, cli):
         repo.case("lib", "mul", LIBRARY_CASE)
         synced = cli("sync", str(repo.suite("lib")), "--workspace", "dev")
         assert synced.code == 0, synced.err
-        with harness() as ref:
+        with harness(Behaviour(without=lacks)) as ref:
             create_agent(engine, token, "dev", "ref", ref.url)
             run = cli("run", "lib@dev", "--agent", "ref@dev", "--json")
             assert run.code == 0, run.err
@@ -584,6 +586,11 @@ def test_a_harness_run_is_graded_by_library_judges(database_url, tmp_path, cli):
     users = [judge.user_messages(i)[0] for i in range(len(judge.requests))]
     assert any(sections(u)["rubric"] == spec.rubric for u in users)
     tool_use = scores["judge.tool_use"]
+    if lacks:  # no tool calls: tool_use is skipped with the reason, and asks nothing
+        assert tool_use["value"] is None and tool_use["error"] is None
+        assert "provides.tool_calls is false" in tool_use["skipped"]
+        assert len(judge.requests) == 1
+        return
     # the reference harness provides its tool calls: tool_use was shown the steps
     assert tool_use["skipped"] is None and tool_use["error"] is None
     assert tool_use["prompt_hash"] == LIBRARY["tool_use"].prompt_hash
