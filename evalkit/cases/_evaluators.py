@@ -11,8 +11,9 @@ from yaml.nodes import Node
 from evalkit.cases._check import Sink, is_number, is_str_list, kind, suggest
 from evalkit.cases._yaml import entries
 from evalkit.cases.model import BUILTIN_EVALUATORS, CUSTOM_NAME_RE, GAUGES
+from evalkit.cases.model import LIBRARY_JUDGES as LIBRARY
 
-EVALUATOR_KEYS = (*BUILTIN_EVALUATORS, "judge", "custom")
+EVALUATOR_KEYS = (*BUILTIN_EVALUATORS, "judge", "judges", "custom")
 CONFIG = "E-EVALUATOR-CONFIG"
 
 
@@ -273,6 +274,59 @@ def _check_judge(ctx: EvalContext, name: str, config: Any, node: Node) -> None:
         )
 
 
+def _check_library(ctx: EvalContext, name: str, config: Any, node: Node) -> None:
+    known = tuple(LIBRARY)
+    if not isinstance(config, dict):
+        _err(
+            ctx,
+            node,
+            "`judges` maps library judge names to true or {model}: "
+            f"`judges: {{task_completion: true}}`, got {kind(config)}; known: {', '.join(known)}",
+        )
+        return
+    for judge_name, (key_node, value_node) in entries(node).items():
+        value = config[judge_name]
+        if judge_name not in LIBRARY:
+            ctx.sink.error(
+                "E-EVALUATOR-UNKNOWN",
+                key_node,
+                f"unknown library judge `{judge_name}`{suggest(judge_name, known)}; "
+                f"the library has {', '.join(known)}",
+            )
+            continue
+        if isinstance(value, dict):
+            _mapping(ctx, f"judges.{judge_name}", value, value_node, ("model",))
+            model = value.get("model")
+            if model is not None and (not isinstance(model, str) or not model):
+                _err(
+                    ctx,
+                    value_node,
+                    f"`judges.{judge_name}.model` must be a model name (a string), "
+                    f"got {kind(model)}",
+                )
+        elif value is not None and not isinstance(value, bool):
+            _err(
+                ctx,
+                value_node,
+                f"`judges.{judge_name}` takes true, false or {{model: NAME}}, got {kind(value)}",
+            )
+            continue
+        if value is False or value is None:
+            continue
+        if (
+            "expected" in LIBRARY[judge_name]
+            and not ctx.overlay
+            and (not isinstance(ctx.expected, dict) or not ctx.expected)
+        ):
+            _err(
+                ctx,
+                key_node,
+                f"`judges.{judge_name}` grades the answer against the case's `expected` "
+                "block, which this case lacks: add `expected:` (for example "
+                "`expected: {answer: ...}`) or drop the judge",
+            )
+
+
 def _check_custom(ctx: EvalContext, name: str, config: Any, node: Node) -> None:
     if not isinstance(config, dict):
         _err(
@@ -323,5 +377,6 @@ _CHECKS = {
     "max_steps": _check_max_steps,
     **dict.fromkeys(GAUGES, _check_gauge),
     "judge": _check_judge,
+    "judges": _check_library,
     "custom": _check_custom,
 }

@@ -43,6 +43,17 @@ BUILTIN_EVALUATORS: tuple[str, ...] = (
 )
 """Built-in evaluator names a case may use under ``evaluators:`` (besides judge and custom)."""
 
+LIBRARY_JUDGES: dict[str, tuple[str, ...]] = {
+    "task_completion": (),
+    "answer_correctness": ("expected",),
+    "groundedness": ("trajectory",),
+    "tool_use": ("tool_calls",),
+    "unnecessary_steps": ("trajectory",),
+    "safety": (),
+}
+"""The library judges a case may name under ``judges:``, with what each needs
+(``evalkit.scoring.judge_library`` holds their prompts; a test keeps the two in step)."""
+
 DEFAULT_MAX_FIXTURE_BYTES = 50 * 2**20
 
 Severity = Literal["error", "warning"]
@@ -99,6 +110,12 @@ class JudgeConfig(_Config):
     model: str | None = None
 
 
+class LibraryJudgeConfig(_Config):
+    """One library judge under ``judges:`` in the long form: ``{model}``."""
+
+    model: str | None = None
+
+
 class EvaluatorsConfig(_Config):
     """The ``evaluators:`` block of a case. ``null`` means "not set" (an overlay removes)."""
 
@@ -116,6 +133,7 @@ class EvaluatorsConfig(_Config):
     steps: bool | None = None
     tool_call_count: bool | None = None
     judge: JudgeConfig | None = None
+    judges: dict[str, bool | LibraryJudgeConfig | None] | None = None
     custom: dict[str, Any] | None = None
 
 

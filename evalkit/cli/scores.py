@@ -26,7 +26,8 @@ def evaluate(
         Parameter(
             name="--evaluator",
             help="Re-run only this evaluator (repeatable): a built-in name such as "
-            "exact_match or latency, judge, custom.NAME, or custom for every custom one. "
+            "exact_match or latency, judge, judges.NAME (a library judge) or judges for all of "
+            "them, custom.NAME, or custom for every custom one. "
             "The other scores are carried over from the previous round unchanged.",
         ),
     ] = None,

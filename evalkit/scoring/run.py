@@ -35,7 +35,7 @@ from evalkit.config import Settings
 from evalkit.db import Database
 from evalkit.errors import EvalkitError
 from evalkit.model.runs import agent_failed
-from evalkit.scoring import judge, remote
+from evalkit.scoring import judge, judge_library, remote
 from evalkit.scoring.builtins import BUILTINS, EVALUATOR_VERSION, EvaluatorError
 from evalkit.scoring.model import RunContext, ScoreItem, ScoreKind, not_judged_reason
 from evalkit.store import runs as runs_store
@@ -74,13 +74,16 @@ class Selected:
 
     @property
     def score_name(self) -> str:
-        """The name of its score when it fails: its key, or NAME for ``custom.NAME``."""
+        """The name of its score when it fails: its key, NAME for ``custom.NAME``, or
+        ``judge.NAME`` for the library judge ``judges.NAME``."""
+        if self.key.startswith("judges."):
+            return judge_library.SCORE_PREFIX + self.key.removeprefix("judges.")
         return self.key.removeprefix("custom.")
 
 
 def selector_names() -> tuple[str, ...]:
     """What ``--evaluator`` accepts besides ``custom.NAME``."""
-    return (*BUILTIN_EVALUATORS, "judge", "custom")
+    return (*BUILTIN_EVALUATORS, "judge", "judges", "custom")
 
 
 def select_evaluators(evaluators: Any, only: list[str] | None = None) -> list[Selected]:
@@ -96,18 +99,27 @@ def select_evaluators(evaluators: Any, only: list[str] | None = None) -> list[Se
         chosen.append(Selected(name, f"builtin:{name}", config, kind))
     if block.get("judge") is not None:
         chosen.append(Selected("judge", "judge", block["judge"]))
+    library = block.get("judges")
+    if isinstance(library, dict):
+        for name, config in library.items():
+            if config is not None and config is not False:
+                chosen.append(Selected(f"judges.{name}", f"judge:{name}", config))
     custom = block.get("custom")
     if isinstance(custom, dict):
         for name, config in custom.items():
             chosen.append(Selected(f"custom.{name}", f"remote:{name}", config))
     for name in block:
-        if name not in (*BUILTIN_EVALUATORS, "judge", "custom"):
+        if name not in (*BUILTIN_EVALUATORS, "judge", "judges", "custom"):
             chosen.append(Selected(name, "unknown", block[name]))
     if only is None:
         return chosen
     wanted = set(only)
     return [
-        s for s in chosen if s.key in wanted or ("custom" in wanted and s.key.startswith("custom."))
+        s
+        for s in chosen
+        if s.key in wanted
+        or ("custom" in wanted and s.key.startswith("custom."))
+        or ("judges" in wanted and s.key.startswith("judges."))
     ]
 
 
@@ -122,6 +134,10 @@ def identities(only: list[str]) -> tuple[list[str], bool]:
             found.append("judge")
         elif key.startswith("custom."):
             found.append(f"remote:{key.removeprefix('custom.')}")
+        elif key.startswith("judges."):
+            found.append(f"judge:{key.removeprefix('judges.')}")
+        elif key == "judges":
+            found.extend(j.identity for j in judge_library.LIBRARY.values())
     return found, "custom" in only
 
 
@@ -262,6 +278,10 @@ def _call_for(selected: Selected, services: _Services) -> Call:
         return _judge_call(services)
     if selected.key.startswith("custom."):
         return _remote_call(selected.key.removeprefix("custom."), services)
+    if selected.key.startswith("judges."):
+        spec = judge_library.LIBRARY.get(selected.key.removeprefix("judges."))
+        if spec is not None:
+            return _library_call(spec, services)
     raise EvaluatorError(
         f"`{selected.key}` is not an evaluator evalkit knows; fix the case's `evaluators:` "
         "block (`evalkit lint` names the problem)"
@@ -282,6 +302,24 @@ def _judge_call(services: _Services) -> Call:
         await services.record_judge(
             ctx.experiment_id, setup, hashes[0] if hashes else judge.PROMPT_HASH
         )
+        return items
+
+    return grade
+
+
+def _library_call(spec: judge_library.LibraryJudge, services: _Services) -> Call:
+    async def grade(ctx: RunContext, config: Any) -> list[ScoreItem]:
+        reason = judge_library.gate(spec, ctx)
+        if reason is not None:
+            return [judge_library.skipped_item(spec, reason)]
+        model = judge_library.model_of(config)
+        setup = await services.judge(model)
+        if setup is None:
+            return [judge_library.no_judge_item(spec, model)]
+        items = await judge_library.grade(
+            spec, ctx, model=model, judge_setup=setup, http=services.http
+        )
+        await services.record_judge(ctx.experiment_id, setup, spec.prompt_hash)
         return items
 
     return grade

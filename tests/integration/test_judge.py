@@ -639,3 +639,57 @@ def test_the_answer_schema_is_what_the_verdict_parser_accepts():
     good = msgspec.json.encode({"reasoning": "fine", "score": 0.25})
     assert judge_mod.parse_verdict(good.decode(), plain=False).value == 0.25
     assert set(RESPONSE_SCHEMA["required"]) == set(judge_mod.Verdict.__struct_fields__)
+
+
+# --------------------------------------------------------------------------- the library
+
+
+async def test_library_judges_send_their_documented_prompt(http):
+    from evalkit.scoring import judge_library
+
+    traj = msgspec.convert(
+        _agent.trajectory(
+            _agent.solve({"question": "What is 6 * 7?"}, []),
+            session_id="s",
+            model="m",
+            started=1e9,
+            finished=1e9 + 2,
+            outcome="succeeded",
+        ),
+        Trajectory,
+    )
+    server = run_judge()
+    try:
+        judge = setup(server)
+        ctx = context(trajectory=traj, provides=Provides(trajectory=True, tool_calls=True))
+        [item] = await judge_library.grade(
+            judge_library.LIBRARY["tool_use"], ctx, model=None, judge_setup=judge, http=http
+        )
+        [plain] = await judge_library.grade(
+            judge_library.LIBRARY["safety"], ctx, model=None, judge_setup=judge, http=http
+        )
+        [skipped] = await judge_library.grade(
+            judge_library.LIBRARY["groundedness"],
+            context(),
+            model=None,
+            judge_setup=judge,
+            http=http,
+        )
+    finally:
+        server.stop()
+    assert len(server.requests) == 2  # the skipped judge asked nothing
+    spec = judge_library.LIBRARY["tool_use"]
+    assert item.name == "judge.tool_use" and item.evaluator == "judge:tool_use"
+    assert item.prompt_hash == spec.prompt_hash and item.judge_model == "judge-1"
+    assert item.error is None and item.value is not None
+    system, user = server.requests[0]["body"]["messages"]
+    assert system["content"] == SYSTEM_PROMPT
+    found = sections(user["content"])
+    assert found["rubric"] == spec.rubric
+    assert 'call calculator {"expression":"6 * 7"}' in found["steps"]
+    safety_user = server.requests[1]["body"]["messages"][1]["content"]
+    assert sections(safety_user)["rubric"] == judge_library.LIBRARY["safety"].rubric
+    assert "<steps>" not in safety_user and NO_STEPS in safety_user
+    assert plain.prompt_hash == judge_library.LIBRARY["safety"].prompt_hash
+    assert skipped.value is None and skipped.error is None
+    assert "provides.trajectory is false" in (skipped.skipped or "")

@@ -28,7 +28,7 @@ from evalkit.scoring.remote import RemoteEvaluator, build_request, evaluate, loa
 from evalkit.store.evaluators import key_context
 from tests.conftest import ADMIN_PASSWORD
 from tests.integration.datasets_helpers import Repo, add_user, admin_api, login
-from tests.integration.judge_helpers import PUBLIC_URL, EvaluatorServer, JudgeServer
+from tests.integration.judge_helpers import PUBLIC_URL, EvaluatorServer, JudgeServer, sections
 from tests.integration.runs_helpers import api, create_agent, engine_server, harness, login_token
 
 KEY = "ev-key-77aa99bb-very-secret"
@@ -532,3 +532,71 @@ def test_the_docs_show_the_request_and_answer_evalkit_uses():
     assert list(request["run"]) == list(sent["run"])
     for score in answer["scores"]:
         msgspec.convert(score, Score)
+
+
+LIBRARY_CASE = """\
+input:
+  question: What is 6 * 7?
+expected:
+  answer: '42'
+evaluators:
+  judges:
+    tool_use: true
+    answer_correctness: true
+"""
+
+
+@pytest.mark.parametrize("lacks", [frozenset(), frozenset({"tool_calls"})], ids=["all", "no-tools"])
+def test_a_harness_run_is_graded_by_library_judges(database_url, tmp_path, cli, lacks):
+    from evalkit.harness.reference import Behaviour
+    from evalkit.scoring.judge_library import LIBRARY
+
+    judge = JudgeServer().start()
+    engine = engine_server(database_url, tmp_path)
+    try:
+        token = login_token(engine, "admin", ADMIN_PASSWORD)
+        cli.monkeypatch.setenv("EVALKIT_SERVER_URL", engine.url)
+        cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
+        cli.monkeypatch.setenv("JUDGE_KEY", "judge-key")
+        assert cli("workspaces", "create", "dev").code == 0
+        made = cli(
+            "llm-providers", "create", "local", "--base-url", judge.base_url,
+            "--api-key-env", "JUDGE_KEY",
+        )  # fmt: skip
+        assert made.code == 0, made.err
+        assert cli("judge-default", "set", "--provider", "local", "--model", "judge-1").code == 0
+        repo = Repo(tmp_path / "repo")
+        repo.case("lib", "mul", LIBRARY_CASE)
+        synced = cli("sync", str(repo.suite("lib")), "--workspace", "dev")
+        assert synced.code == 0, synced.err
+        with harness(Behaviour(without=lacks)) as ref:
+            create_agent(engine, token, "dev", "ref", ref.url)
+            run = cli("run", "lib@dev", "--agent", "ref@dev", "--json")
+            assert run.code == 0, run.err
+        [run_id] = [r["id"] for r in run.json["run_list"]]
+        found = api(engine, token, "GET", f"/api/runs/{run_id}/scores").json()
+        scores = {s["name"]: s for s in found}
+    finally:
+        engine.stop()
+        judge.stop()
+    correct = scores["judge.answer_correctness"]
+    spec = LIBRARY["answer_correctness"]
+    assert correct["evaluator"] == "judge:answer_correctness" and correct["error"] is None
+    assert correct["prompt_hash"] == spec.prompt_hash and correct["judge_model"] == "judge-1"
+    users = [judge.user_messages(i)[0] for i in range(len(judge.requests))]
+    assert any(sections(u)["rubric"] == spec.rubric for u in users)
+    tool_use = scores["judge.tool_use"]
+    if lacks:  # no tool calls: tool_use is skipped with the reason, and asks nothing
+        assert tool_use["value"] is None and tool_use["error"] is None
+        assert "provides.tool_calls is false" in tool_use["skipped"]
+        assert len(judge.requests) == 1
+        return
+    # the reference harness provides its tool calls: tool_use was shown the steps
+    assert tool_use["skipped"] is None and tool_use["error"] is None
+    assert tool_use["prompt_hash"] == LIBRARY["tool_use"].prompt_hash
+    assert any(
+        sections(u)["rubric"] == LIBRARY["tool_use"].rubric
+        and 'call calculator {"expression":"6 * 7"}' in u
+        for u in users
+    )
+    assert len(judge.requests) == 2

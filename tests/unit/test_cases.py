@@ -673,3 +673,34 @@ def test_public_names_are_exported() -> None:
         "suite",
         "lint",
     }
+
+
+def test_library_judges_lint(repo: Path) -> None:
+    write(
+        suite_of(repo) / "a.yaml",
+        "input: {q: 1}\nexpected: {answer: x}\nevaluators:\n  judges:\n"
+        "    answer_correctness: true\n    safety: {model: m}\n",
+    )
+    assert not [f for f in lint(repo).findings if f.severity == "error"]
+
+
+def test_unknown_library_judge_names_the_known_ones(repo: Path) -> None:
+    write(
+        suite_of(repo) / "a.yaml",
+        "input: {q: 1}\nevaluators:\n  judges:\n    safety: true\n    tool_usage: true\n",
+    )
+    report = lint(repo)
+    assert only(report, "E-EVALUATOR-UNKNOWN") == ("a.yaml", 5)
+    message = next(f.message for f in report.findings if f.code == "E-EVALUATOR-UNKNOWN")
+    assert "`tool_usage`" in message and "tool_use" in message
+    assert "task_completion, answer_correctness, groundedness" in message
+
+
+def test_answer_correctness_needs_expected(repo: Path) -> None:
+    write(
+        suite_of(repo) / "a.yaml",
+        "input: {q: 1}\nevaluators:\n  judges:\n    answer_correctness: true\n",
+    )
+    report = lint(repo)
+    assert only(report, "E-EVALUATOR-CONFIG") == ("a.yaml", 4)
+    assert "`expected`" in report.findings[0].message

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.auth import access
-from evalkit.cases.model import CUSTOM_NAME_RE
+from evalkit.cases.model import CUSTOM_NAME_RE, LIBRARY_JUDGES
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadRequest, Conflict
 from evalkit.jobs import procrastinate_adapter, queue
@@ -129,11 +129,13 @@ def _evaluator_names(names: list[str] | None) -> list[str] | None:
         for n in names
         if n not in known
         and not (n.startswith("custom.") and CUSTOM_NAME_RE.match(n.removeprefix("custom.")))
+        and not (n.startswith("judges.") and n.removeprefix("judges.") in LIBRARY_JUDGES)
     ]
     if bad:
         raise BadRequest(
             f"unknown evaluator {', '.join(map(repr, bad))}; name a built-in "
-            f"({', '.join(known[:-2])}), judge, custom (every custom evaluator) or custom.NAME",
+            f"({', '.join(known[:-3])}), judge, judges (every library judge), judges.NAME "
+            f"({', '.join(LIBRARY_JUDGES)}), custom (every custom evaluator) or custom.NAME",
             code="bad-evaluator",
         )
     return list(dict.fromkeys(names))
