@@ -6,6 +6,8 @@ as ``evalkit import``; this module finds the session on the server and reports.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import quote
@@ -18,6 +20,7 @@ from evalkit.cli.output import CliError, emit_json, say
 from evalkit.cli.traces_check import agent_of_session
 from evalkit.model import agents as agents_wire
 from evalkit.model import otel as wire
+from evalkit.model import session_list as session_wire
 from evalkit.model.names import Ref
 
 NO_SUCH_SESSION = "[no-such-session]"
@@ -125,3 +128,134 @@ def _find_agent(client: Client, session_id: str) -> Ref:
         "the stored sessions, or check that the exporter sends the session id attribute "
         f"the agent's mapping names {NO_SUCH_SESSION}"
     )
+
+
+WINDOW_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+PAGE = 200
+
+
+def cases_mine(
+    *,
+    agent: Annotated[
+        str, Parameter(help="The deployed agent whose sessions to mine, NAME@WORKSPACE.")
+    ],
+    into: Annotated[
+        Path,
+        Parameter(help="The suite directory to write the case files in, e.g. cases/traffic."),
+    ],
+    since: Annotated[
+        str,
+        Parameter(help="How far back to look: a number and m, h, d or w (30m, 24h, 7d, 2w)."),
+    ] = "7d",
+    limit: Annotated[int, Parameter(help="Write at most this many new case files.")] = 50,
+    expected: Annotated[
+        Literal["answer"] | None,
+        Parameter(
+            help="'answer': write each session's final answer as expected.answer, marked "
+            "for review in the file."
+        ),
+    ] = None,
+    tag: Annotated[
+        list[str] | None,
+        Parameter(name="--tag", help="A tag of every case written (repeatable)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, Parameter(help="Say what would be written, and write nothing.")
+    ] = False,
+    json: JsonFlag = False,
+) -> int:
+    """Write case files from an agent's recent sessions, newest first: the sessions its
+    deployment exported that no experiment's run claims. Each becomes a case the way
+    `evalkit cases from-session` writes one; a session mined before (its file is in the
+    suite, found by the session it names) is skipped, so running this again writes only
+    what is new. Lint, review and sync the files like any case."""
+    from evalkit.importers._model import ImportFailed
+    from evalkit.importers.session import apply_session_case, plan_session_case
+
+    if limit < 1:
+        raise CliError(f"--limit takes a whole number of at least 1, got {limit}")
+    cutoff = datetime.now(UTC) - timedelta(seconds=parse_window(since))
+    written: list[dict[str, str]] = []
+    skipped: list[dict[str, str]] = []
+    with Client() as client:
+        ref = client.resolve(agent, "agent")
+        for session in _recent_sessions(client, ref, cutoff):
+            if len(written) >= limit:
+                break
+            check: wire.TraceCheck = client.get(
+                f"/api/workspaces/{ref.workspace}/agents/{ref.name}/sessions/"
+                f"{quote(session.session_id, safe='')}/check",
+                type=wire.TraceCheck,
+            )
+            try:
+                case = plan_session_case(
+                    check,
+                    into,
+                    expected_answer=expected == "answer",
+                    tags=tag or [],
+                    command="evalkit cases mine",
+                )
+            except ImportFailed as exc:
+                skipped.append({"session_id": session.session_id, "reason": exc.message})
+                continue
+            if case.action != "add":
+                reason = f"already mined as {case.case_id} ({case.path})"
+                skipped.append({"session_id": session.session_id, "reason": reason})
+                continue
+            if not dry_run:
+                apply_session_case(case)
+            written.append(
+                {"session_id": session.session_id, "case_id": case.case_id, "path": str(case.path)}
+            )
+            if not json:
+                verb = "would write" if dry_run else "wrote"
+                say(f"{verb} {case.path} from session {session.session_id}")
+    if json:
+        emit_json(
+            {
+                "agent": f"{ref.name}@{ref.workspace}",
+                "since": cutoff.isoformat(),
+                "dry_run": dry_run,
+                "written": written,
+                "skipped": skipped,
+            }
+        )
+        return 0
+    for item in skipped:
+        say(f"skipped session {item['session_id']}: {item['reason']}")
+    verb = "would write" if dry_run else "wrote"
+    say(
+        f"{ref.name}@{ref.workspace}, sessions since {cutoff:%Y-%m-%d %H:%M} UTC: {verb} "
+        f"{len(written)} case files, skipped {len(skipped)}"
+    )
+    return 0
+
+
+def parse_window(text: str) -> float:
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    if unit not in WINDOW_UNITS or not number.isdigit() or int(number) == 0:
+        raise CliError(
+            f"--since takes a whole number and a unit m, h, d or w (e.g. 7d or 24h), got {text!r}"
+        )
+    return int(number) * WINDOW_UNITS[unit]
+
+
+def _recent_sessions(
+    client: Client, ref: Ref, cutoff: datetime
+) -> Iterator[session_wire.SessionListed]:
+    """The agent's sessions received since ``cutoff`` that no run claims, newest first."""
+    agent = quote(f"{ref.name}@{ref.workspace}", safe="")
+    offset = 0
+    while True:
+        page: session_wire.SessionPage = client.get(
+            f"/api/trace-sessions?agent={agent}&limit={PAGE}&offset={offset}",
+            type=session_wire.SessionPage,
+        )
+        for session in page.sessions:
+            if session.last_received_at < cutoff:
+                return
+            if session.run is None and not session.unassigned:
+                yield session
+        if not page.more:
+            return
+        offset += PAGE

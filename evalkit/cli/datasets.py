@@ -241,3 +241,4 @@ def cases_comment(
 
 # Commands of this group that live in other modules, imported when they run.
 cases.command("evalkit.cli.cases_mining:cases_from_session", name="from-session")
+cases.command("evalkit.cli.cases_mining:cases_mine", name="mine")

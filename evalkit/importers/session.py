@@ -54,6 +54,7 @@ def plan_session_case(
     expected_answer: bool = False,
     tags: list[str] | None = None,
     force: bool = False,
+    command: str = "evalkit cases from-session",
 ) -> SessionCase:
     """What the case file of this session is, and whether it is new (nothing is written)."""
     check_suite_dir(suite)
@@ -62,7 +63,7 @@ def plan_session_case(
     content = _content(check, agent, expected_answer, tags or [])
     existing = scan_suite(suite)
     found = existing.by_session.get((agent, session.session_id))
-    header = _header(check, agent)
+    header = _header(check, agent, command)
     if found is None:
         full_id = f"{agent}/{session.session_id}"
         case_id = new_case_id(f"{suite.name}-", session.session_id, full_id, existing.ids)
@@ -163,13 +164,13 @@ def _merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _header(check: wire.TraceCheck, agent: str) -> str:
+def _header(check: wire.TraceCheck, agent: str, command: str) -> str:
     s = check.session
     kind = "orphan trace" if s.unassigned else "session"
     at = s.last_span_at or s.last_received_at
     return (
         f"# From {kind} {s.session_id} of agent {agent} (last span {at.isoformat()}),\n"
-        f"# read through mapping v{check.mapping_version} by `evalkit cases from-session`.\n"
+        f"# read through mapping v{check.mapping_version} by `{command}`.\n"
     )
 
 
