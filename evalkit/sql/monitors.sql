@@ -35,6 +35,7 @@ WHERE id = %(monitor_id)s
 RETURNING version;
 
 -- name: monitor_delete :rowcount
+-- Deletes a monitor; its scores go with it.
 DELETE FROM monitors WHERE id = %(monitor_id)s;
 
 -- name: monitor_score_insert :rowcount
