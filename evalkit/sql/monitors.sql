@@ -34,11 +34,11 @@ SET sample_rate = %(sample_rate)s, cap_per_hour = %(cap_per_hour)s,
 WHERE id = %(monitor_id)s
 RETURNING version;
 
--- name: monitor_delete :rowcount
+-- name: monitor_delete :exec
 -- Deletes a monitor; its scores go with it.
 DELETE FROM monitors WHERE id = %(monitor_id)s;
 
--- name: monitor_score_insert :rowcount
+-- name: monitor_score_insert :exec
 -- One score; a second insert for the same monitor version, session and score is a no-op.
 INSERT INTO monitor_scores (monitor_id, monitor_version, agent_id, session_id, score_name,
                             value, passed, comment, error, session_settled_at)
