@@ -1,4 +1,4 @@
--- evalkit's database schema at migration 0015. GENERATED: do not edit.
+-- evalkit's database schema at migration 0014. GENERATED: do not edit.
 -- The migrations (evalkit/sql/migrations/, with the SQL in evalkit/sql/schema/) are
 -- the source of truth; this file shows what they build, each table with its
 -- constraints, indexes, triggers and foreign keys, to read (nothing runs it).

@@ -1,20 +1,19 @@
 """Monitors: online scoring of the settled sessions of a deployed agent.
 
-Revision ID: 0015
+Revision ID: 0014
 Revises: 0013
 """
 
 from evalkit.sql.migrate import run_sql_file
 
-revision = "0015"
-# Re-chained onto 0014 when merged after the branch that adds it.
+revision = "0014"
 down_revision = "0013"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    run_sql_file("0015_monitors.sql")
+    run_sql_file("0014_monitors.sql")
 
 
 def downgrade() -> None:
