@@ -50,6 +50,10 @@ RULES: dict[str, str] = {
         "A schedule starts each experiment as the user who created it, with that user's "
         "rights when it fires; a disabled or deleted creator's schedules start nothing."
     ),
+    "monitor-writers-manage": (
+        "Admins and the writers of an agent's workspace create, change and delete its "
+        "monitors; every logged-in user reads them."
+    ),
 }
 
 
@@ -263,3 +267,17 @@ def experiment_workspace(dataset_ws: WorkspaceFacts, agent_ws: WorkspaceFacts, r
     if dataset_ws.kind == "shared" and agent_ws.kind == "shared":
         return dataset_ws.name
     return runner
+
+
+def require_manage_monitor(actor: Actor, agent_ws: WorkspaceFacts, action: str) -> None:
+    """Create, update or delete a monitor of an agent in ``agent_ws``: its writers and admins
+    (``monitor-writers-manage``); reading monitors is ``read-all``."""
+    require_user(actor)
+    if can_write(actor, agent_ws):
+        return
+    raise _refuse(
+        "monitor-writers-manage",
+        f"{actor.username} is not a writer of @{agent_ws.name} and cannot {action}; ask an "
+        f"admin for `evalkit workspaces members add {agent_ws.name} {actor.username} "
+        "--role writer`",
+    )

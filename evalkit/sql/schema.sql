@@ -1,4 +1,4 @@
--- evalkit's database schema at migration 0014. GENERATED: do not edit.
+-- evalkit's database schema at migration 0015. GENERATED: do not edit.
 -- The migrations (evalkit/sql/migrations/, with the SQL in evalkit/sql/schema/) are
 -- the source of truth; this file shows what they build, each table with its
 -- constraints, indexes, triggers and foreign keys, to read (nothing runs it).
@@ -609,6 +609,96 @@ ALTER TABLE ONLY public.memberships
 
 ALTER TABLE ONLY public.memberships
     ADD CONSTRAINT memberships_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id) ON DELETE CASCADE;
+
+
+-- monitor_scores
+
+CREATE TABLE public.monitor_scores (
+    id bigint NOT NULL,
+    monitor_id bigint NOT NULL,
+    monitor_version integer NOT NULL,
+    agent_id bigint NOT NULL,
+    session_id text NOT NULL,
+    score_name text NOT NULL,
+    value double precision,
+    passed boolean,
+    comment text,
+    error text,
+    session_settled_at timestamp with time zone NOT NULL,
+    scored_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE public.monitor_scores ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.monitor_scores_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+ALTER TABLE ONLY public.monitor_scores
+    ADD CONSTRAINT monitor_scores_once UNIQUE (monitor_id, monitor_version, session_id, score_name);
+
+ALTER TABLE ONLY public.monitor_scores
+    ADD CONSTRAINT monitor_scores_pkey PRIMARY KEY (id);
+
+CREATE INDEX monitor_scores_monitor_time_idx ON public.monitor_scores USING btree (monitor_id, scored_at DESC);
+
+ALTER TABLE ONLY public.monitor_scores
+    ADD CONSTRAINT monitor_scores_monitor_id_fkey FOREIGN KEY (monitor_id) REFERENCES public.monitors(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.monitor_scores
+    ADD CONSTRAINT monitor_scores_session_fkey FOREIGN KEY (agent_id, session_id) REFERENCES public.sessions(agent_id, session_id) ON DELETE CASCADE;
+
+
+-- monitors
+
+CREATE TABLE public.monitors (
+    id bigint NOT NULL,
+    workspace_id bigint NOT NULL,
+    name text NOT NULL,
+    agent_id bigint NOT NULL,
+    version integer DEFAULT 1 NOT NULL,
+    sample_rate double precision NOT NULL,
+    cap_per_hour integer,
+    builtins text[] DEFAULT '{}'::text[] NOT NULL,
+    evaluator_ids bigint[] DEFAULT '{}'::bigint[] NOT NULL,
+    rubric text,
+    created_by bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT monitors_cap_positive CHECK (((cap_per_hour IS NULL) OR (cap_per_hour > 0))),
+    CONSTRAINT monitors_name_format CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
+    CONSTRAINT monitors_sample_rate_range CHECK (((sample_rate >= (0)::double precision) AND (sample_rate <= (1)::double precision))),
+    CONSTRAINT monitors_version_positive CHECK ((version > 0))
+);
+
+ALTER TABLE public.monitors ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.monitors_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+ALTER TABLE ONLY public.monitors
+    ADD CONSTRAINT monitors_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.monitors
+    ADD CONSTRAINT monitors_workspace_name_key UNIQUE (workspace_id, name);
+
+CREATE INDEX monitors_agent_idx ON public.monitors USING btree (agent_id);
+
+ALTER TABLE ONLY public.monitors
+    ADD CONSTRAINT monitors_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES public.agents(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.monitors
+    ADD CONSTRAINT monitors_created_by_fkey FOREIGN KEY (created_by) REFERENCES public.users(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.monitors
+    ADD CONSTRAINT monitors_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id) ON DELETE CASCADE;
 
 
 -- promotions

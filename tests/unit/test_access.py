@@ -360,6 +360,32 @@ def test_label_runs(who, ws, expected):
     assert outcome(access.require_label, actor, facts) == expected
 
 
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [
+        ("admin", "ok"),
+        ("writer", "ok"),
+        ("reviewer", "monitor-writers-manage"),
+        ("other", "monitor-writers-manage"),
+        ("anonymous", "login"),
+        ("agent", "agent-token-scope"),
+    ],
+)
+def test_manage_monitor_in_shared(who, expected):
+    actor = CALLERS[who]
+    assert outcome(access.require_manage_monitor, actor, shared(actor), "create a monitor") == (
+        expected
+    )
+
+
+def test_manage_monitor_in_personal():
+    assert outcome(access.require_manage_monitor, OWNER, PERSONAL, "create a monitor") == "ok"
+    assert (
+        outcome(access.require_manage_monitor, ADMIN, PERSONAL, "create a monitor")
+        == "monitor-writers-manage"
+    )
+
+
 def test_zz_every_rule_has_a_test():
     """Runs last in this module: every rule in RULES was exercised by a test above."""
     if not exercised:
