@@ -57,6 +57,7 @@ READER_POSTS: dict[tuple[str, str], str] = {
     ("POST", "/experiments"): "past-access",  # anyone-runs-shared
     ("POST", "/schedules"): "shared-writers-write",
     ("POST", "/schedules/{schedule}/delete"): "shared-writers-write",
+    ("POST", "/runs/{run}/labels"): "writers-label",
 }
 # The fields each form sends (besides csrf), enough to reach the access check.
 FORMS: dict[str, dict[str, str]] = {
@@ -72,6 +73,7 @@ FORMS: dict[str, dict[str, str]] = {
     "/admin/judge": {"provider": "evil", "model": "m"},
     "/experiments": {"dataset": "finance@dev", "agent": "bot@dev", "split": "none-such"},
     "/schedules": {"dataset": "finance@dev", "agent": "bot@dev", "cron": "0 3 * * *"},
+    "/runs/{run}/labels": {"name": "exact_match", "value": "1"},
 }
 
 

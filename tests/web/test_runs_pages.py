@@ -202,3 +202,26 @@ def test_browser_invalid_trajectory(seeded, page, log_in):
     page.goto(f"{seeded.server.url}/runs/{run_id(seeded, seeded.broken, 'add')}")
     assert page.get_by_role("alert").filter(has_text="breaks ATIF rules").is_visible()
     page.shot("invalid")
+
+
+def test_browser_label_a_run_pass_then_fail(seeded, page, log_in):
+    url = seeded.server.url
+    add = run_id(seeded, seeded.b, "add")
+    log_in(url)
+    page.goto(f"{url}/runs/{add}")
+    assert page.get_by_text("No human label yet.").is_visible()
+    form = page.get_by_role("form", name="Label this run")
+    form.locator("select[name=name]").select_option("exact_match")
+    form.get_by_role("button", name="Pass").click()
+    page.wait_for_url(re.compile(rf"/runs/{add}\?done=label"))
+    form = page.get_by_role("form", name="Label this run")
+    form.locator("input[name=comment]").fill("on second thought")
+    form.get_by_role("button", name="Fail").click()
+    page.wait_for_url(re.compile(rf"/runs/{add}\?done=label"))
+    rows = page.locator("#labels + table tbody tr")
+    assert rows.count() == 2
+    assert "pass" in rows.nth(0).inner_text() and "admin" in rows.nth(0).inner_text()
+    assert "fail" in rows.nth(1).inner_text() and "on second thought" in rows.nth(1).inner_text()
+    stored = seeded.api(f"/api/runs/{add}/labels").json()
+    assert [(x["value"], x["comment"]) for x in stored] == [(1.0, None), (0.0, "on second thought")]
+    page.shot("run-labels")

@@ -12,15 +12,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
-from evalkit.edge.routes import experiments, otel, run_list, scores
+from evalkit.edge.routes import experiments, labels, otel, run_list, scores
 from evalkit.errors import NotFound
+from evalkit.model.labels import LabelRequest
 from evalkit.model.names import whole_number
 from evalkit.model.runs import TERMINAL, Run
 from evalkit.otel.missing import NOT_COLLECTED, NoSpans, awaited_spans, no_spans
 from evalkit.web import charts
-from evalkit.web.page import Page, WebCall, use
+from evalkit.web.page import Page, WebCall, form_struct, use
 from evalkit.web.pages.experiments import FMT, pager
 
 STEP_PAGE = 200
@@ -237,6 +238,7 @@ async def run_page(call: WebCall) -> Response:
     run_id = call.param("run")
     run = await use(call, experiments.runs_show, params={"run": run_id}, query={"trajectory": "1"})
     found = await use(call, scores.run_scores, params={"run": run_id})
+    given = await use(call, labels.run_labels, params={"run": run_id})
     brief = await use(
         call,
         run_list.experiment_brief,
@@ -272,7 +274,24 @@ async def run_page(call: WebCall) -> Response:
         over=run.state in TERMINAL,
         no_spans=await _no_spans(call, run, brief.agent),
         not_collected=[e.message for e in run.trajectory_errors if e.rule == NOT_COLLECTED],
+        labels=given,
+        label_names=sorted(
+            {s.name for s in current if s.kind == "evaluator" and s.value is not None}
+        ),
     )
+
+
+async def run_label(call: WebCall) -> Response:
+    """The run page's Pass/Fail buttons: a label through the API's own handler."""
+    run_id = call.param("run")
+    form = await call.form()
+    comment = str(form.get("comment", "")).strip() or None
+    body = form_struct(
+        LabelRequest,
+        {"name": str(form.get("name", "")), "value": form.get("value", ""), "comment": comment},
+    )
+    await use(call, labels.label_run, params={"run": run_id}, body=body)
+    return RedirectResponse(f"/runs/{run_id}?done=label#labels", 303)
 
 
 async def _no_spans(call: WebCall, run: Run, agent: str) -> NoSpans | None:
@@ -311,4 +330,4 @@ def _timings(run: Any) -> list[tuple[str, datetime | None, str]]:
     return shown
 
 
-PAGES = [Page("GET", "/runs/{run}", run_page)]
+PAGES = [Page("GET", "/runs/{run}", run_page), Page("POST", "/runs/{run}/labels", run_label)]
