@@ -225,3 +225,10 @@ def test_browser_label_a_run_pass_then_fail(seeded, page, log_in):
     stored = seeded.api(f"/api/runs/{add}/labels").json()
     assert [(x["value"], x["comment"]) for x in stored] == [(1.0, None), (0.0, "on second thought")]
     page.shot("run-labels")
+    # The experiment page: admin's latest label (fail) against exact_match's pass.
+    page.goto(f"{url}/experiments/{seeded.b}")
+    assert page.get_by_role("heading", name="Agreement with human labels").is_visible()
+    row = page.locator("#agreement + .scroll tbody tr", has_text="exact_match")
+    assert row.locator("td").nth(1).inner_text().startswith("0%")
+    row.get_by_role("link", name="add").click()
+    page.wait_for_url(re.compile(rf"/runs/{add}$"))

@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 
 from starlette.responses import RedirectResponse, Response
 
-from evalkit.edge.routes import agents, datasets, experiments, run_list, schedules, stats
+from evalkit.edge.routes import agents, datasets, experiments, labels, run_list, schedules, stats
 from evalkit.edge.routes import workspaces as workspace_routes
 from evalkit.errors import BadRequest
 from evalkit.model import run_list as wire
@@ -347,6 +347,7 @@ async def experiment_page(call: WebCall) -> Response:
         ),
     )
     others = [x for x in same_dataset.experiments if x.id != e.id]
+    agreement = await use(call, labels.experiment_agreement, params=params)
     stale = False
     if summary is None:  # not ready: an older summary of it, while scores come in
         summary = memo(call).latest(("scores", e.id))
@@ -375,6 +376,7 @@ async def experiment_page(call: WebCall) -> Response:
         measures=drawn,
         others=others,
         states=RUN_STATES,
+        agreement=agreement,
     )
     if summary is None or stale:
         response.headers["refresh"] = REFRESH_SECONDS
