@@ -154,9 +154,12 @@ OTEL_WRITES = {
 }
 # Schedules: writers of the schedule's workspace; tested in test_schedules.py.
 SCHEDULE_WRITES = {("POST", "/api/schedules"), ("DELETE", "/api/schedules/{schedule}")}
-# Re-scoring an experiment: write access to its workspace; tested in test_scoring.py and
-# test_rescoring_needs_write_access below.
-SCORING_WRITES = {("POST", "/api/experiments/{experiment}/evaluate")}
+# Re-scoring an experiment and labelling its runs: write access to its workspace; tested in
+# test_scoring.py, test_labels.py and test_rescoring_needs_write_access below.
+SCORING_WRITES = {
+    ("POST", "/api/experiments/{experiment}/evaluate"),
+    ("POST", "/api/runs/{run}/labels"),
+}
 # POSTs that only read (any logged-in user); tested in test_fixture_urls.py.
 READ_POSTS = {("POST", "/api/fixtures/{sha256}/url")}
 

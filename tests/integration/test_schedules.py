@@ -160,10 +160,15 @@ def test_schedule_fires_and_its_experiment_runs_to_done(engine, cli, tmp_path):
                 (sched["id"],),
             )
         asyncio.run(_defer_tick(engine))
-        until(
-            lambda: cli("schedules", "show", "nightly@dev", "--json").json["fires"] == 3,
-            what="the worker's fire_schedules job",
-        )
+        earlier = (fire.experiment_id, caught_up.experiment_id)
+
+        def fired_and_recorded() -> bool:
+            # The slot is claimed (fires + 1) before the experiment starts and is recorded.
+            shown = cli("schedules", "show", "nightly@dev", "--json").json
+            latest = (shown["latest"] or {}).get("experiment_id")
+            return shown["fires"] == 3 and (latest not in earlier or shown["last_error"])
+
+        until(fired_and_recorded, what="the worker's fire_schedules job")
         third = cli("schedules", "show", "nightly@dev", "--json").json
         assert third["last_error"] is None
         assert third["latest"]["experiment_id"] not in (fire.experiment_id, caught_up.experiment_id)
