@@ -1,4 +1,5 @@
-"""``evalkit cases from-session``: a case file from a stored trace session.
+"""``evalkit cases from-session``: a case file from a stored trace session; ``evalkit cases
+mine``: the same for an agent's recent sessions, in bulk.
 
 What the file holds is decided in ``evalkit.importers.session``, written by the same writer
 as ``evalkit import``; this module finds the session on the server and reports.
