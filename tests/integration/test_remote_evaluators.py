@@ -458,23 +458,30 @@ evaluators:
 """
 
 
+def dev_with_default_judge(engine, cli, judge: JudgeServer) -> str:
+    """The CLI logged in as admin, @dev created and ``judge`` set as the default judge;
+    returns the admin's token."""
+    token = login_token(engine, "admin", ADMIN_PASSWORD)
+    cli.monkeypatch.setenv("EVALKIT_SERVER_URL", engine.url)
+    cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
+    cli.monkeypatch.setenv("JUDGE_KEY", "judge-key")
+    assert cli("workspaces", "create", "dev").code == 0
+    made = cli(
+        "llm-providers", "create", "local", "--base-url", judge.base_url,
+        "--api-key-env", "JUDGE_KEY",
+    )  # fmt: skip
+    assert made.code == 0, made.err
+    assert cli("judge-default", "set", "--provider", "local", "--model", "judge-1").code == 0
+    return token
+
+
 def test_a_harness_run_is_graded_by_the_judge_and_remote_evaluators(database_url, tmp_path, cli):
     judge = JudgeServer().start()
     evals = EvaluatorServer(api_key=KEY).start()
     engine = engine_server(database_url, tmp_path)
     try:
-        token = login_token(engine, "admin", ADMIN_PASSWORD)
-        cli.monkeypatch.setenv("EVALKIT_SERVER_URL", engine.url)
-        cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
+        token = dev_with_default_judge(engine, cli, judge)
         cli.monkeypatch.setenv("EVALS_KEY", KEY)
-        cli.monkeypatch.setenv("JUDGE_KEY", "judge-key")
-        assert cli("workspaces", "create", "dev").code == 0
-        made = cli(
-            "llm-providers", "create", "local", "--base-url", judge.base_url,
-            "--api-key-env", "JUDGE_KEY",
-        )  # fmt: skip
-        assert made.code == 0, made.err
-        assert cli("judge-default", "set", "--provider", "local", "--model", "judge-1").code == 0
         for name in ("tools", "echo"):
             made = cli(
                 "evaluators", "create", f"{name}@dev", "--endpoint", evals.endpoint(name),
@@ -554,17 +561,7 @@ def test_a_harness_run_is_graded_by_library_judges(database_url, tmp_path, cli, 
     judge = JudgeServer().start()
     engine = engine_server(database_url, tmp_path)
     try:
-        token = login_token(engine, "admin", ADMIN_PASSWORD)
-        cli.monkeypatch.setenv("EVALKIT_SERVER_URL", engine.url)
-        cli.monkeypatch.setenv("EVALKIT_TOKEN", token)
-        cli.monkeypatch.setenv("JUDGE_KEY", "judge-key")
-        assert cli("workspaces", "create", "dev").code == 0
-        made = cli(
-            "llm-providers", "create", "local", "--base-url", judge.base_url,
-            "--api-key-env", "JUDGE_KEY",
-        )  # fmt: skip
-        assert made.code == 0, made.err
-        assert cli("judge-default", "set", "--provider", "local", "--model", "judge-1").code == 0
+        token = dev_with_default_judge(engine, cli, judge)
         repo = Repo(tmp_path / "repo")
         repo.case("lib", "mul", LIBRARY_CASE)
         synced = cli("sync", str(repo.suite("lib")), "--workspace", "dev")

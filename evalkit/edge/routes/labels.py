@@ -16,17 +16,17 @@ from evalkit.store import runs as runs_store
 from evalkit.store.workspaces import get_workspace
 
 
-def _run_id(call: Call) -> int:
-    text = call.param("run")
+def _id(call: Call, what: str) -> int:
+    text = call.param(what)
     number = whole_number(text)
     if number is None:
-        raise BadRequest(f"run ids are whole numbers, got {text!r}")
+        raise BadRequest(f"{what} ids are whole numbers, got {text!r}")
     return number
 
 
 async def run_labels(call: Call) -> list[wire.Label]:
     access.require_read(call.actor)
-    run_id = _run_id(call)
+    run_id = _id(call, "run")
     async with call.db.connection() as conn:
         await store.label_target(conn, run_id)  # 404 for no such run
         return await store.run_labels(conn, run_id)
@@ -34,7 +34,7 @@ async def run_labels(call: Call) -> list[wire.Label]:
 
 async def label_run(call: Call) -> wire.Label:
     access.require_user(call.actor)
-    run_id = _run_id(call)
+    run_id = _id(call, "run")
     async with call.db.connection() as conn:
         target = await store.label_target(conn, run_id)
         ws = await get_workspace(conn, call.actor, target.workspace)
@@ -47,10 +47,7 @@ async def label_run(call: Call) -> wire.Label:
 
 async def experiment_agreement(call: Call) -> list[Agreement]:
     access.require_read(call.actor)
-    text = call.param("experiment")
-    experiment_id = whole_number(text)
-    if experiment_id is None:
-        raise BadRequest(f"experiment ids are whole numbers, got {text!r}")
+    experiment_id = _id(call, "experiment")
     async with call.db.connection() as conn:
         await runs_store.experiment_row(conn, experiment_id)  # 404 for no such experiment
         readings = await store.agreement_readings(conn, experiment_id)
