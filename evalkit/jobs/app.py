@@ -24,6 +24,7 @@ TASK_MODULES = [
     "evalkit.jobs.otel",
     "evalkit.jobs.scoring",
     "evalkit.jobs.schedules",
+    "evalkit.jobs.monitors",
 ]
 
 app = procrastinate.App(

@@ -32,6 +32,9 @@ SPAN_PARTITIONS = "span_partitions"
 ORPHAN_TRACES = "orphan_traces"
 RETRY_STALLED_JOBS = "retry_stalled_jobs"
 DELETE_STALE_LOGIN_TOKENS = "delete_stale_login_tokens"
+MONITOR_SWEEP = "monitor_sweep"
+MONITOR_TICK = "monitor_tick"
+SCORE_MONITORED = "score_monitored_session"
 
 TASK_NAMES = frozenset(
     {
@@ -45,6 +48,9 @@ TASK_NAMES = frozenset(
         ORPHAN_TRACES,
         RETRY_STALLED_JOBS,
         DELETE_STALE_LOGIN_TOKENS,
+        MONITOR_SWEEP,
+        MONITOR_TICK,
+        SCORE_MONITORED,
     }
 )
 
@@ -60,6 +66,14 @@ def dispatch_lock(agent_id: int) -> str:
 
 def settle_lock(agent_id: int, session_id: str) -> str:
     return f"settle:{agent_id}:{session_id}"
+
+
+MONITOR_SWEEP_LOCK = "monitor-sweep"
+"""One waiting sweep of the monitors, and one running (the task's lock)."""
+
+
+def monitored_lock(monitor_id: int, version: int, session_id: str) -> str:
+    return f"monitored:{monitor_id}:{version}:{session_id}"
 
 
 async def defer_advance(conn: Conn | None, run_id: int, *, after: float = 0) -> None:
@@ -107,6 +121,33 @@ async def defer_settles(conn: Conn, agent_id: int, session_ids: list[str], after
     except AlreadyEnqueued:
         for session in todo.values():
             await defer_settle(conn, agent_id, session, after=after)
+
+
+async def defer_monitor_sweep(conn: Conn | None, *, after: float = 0) -> None:
+    """Queue a sweep of the monitors for settled sessions to take (one waiting at most)."""
+    await defer(conn, MONITOR_SWEEP, queueing_lock=MONITOR_SWEEP_LOCK, schedule_in=after)
+
+
+async def defer_monitored(
+    conn: Conn, monitor_id: int, version: int, session_ids: list[str]
+) -> None:
+    """Queue the scoring of sessions a monitor version took, in the caller's transaction,
+    in one statement (a session is taken once per version, so its lock is free)."""
+    if not session_ids:
+        return
+    await procrastinate_adapter.defer_under_locks(
+        app,
+        conn,
+        SCORE_MONITORED,
+        {
+            monitored_lock(monitor_id, version, s): {
+                "monitor_id": monitor_id,
+                "version": version,
+                "session_id": s,
+            }
+            for s in session_ids
+        },
+    )
 
 
 async def defer_scoring(

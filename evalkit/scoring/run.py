@@ -45,6 +45,8 @@ __all__ = [
     "CONCURRENCY",
     "EVALUATOR_TIMEOUT_SECONDS",
     "Selected",
+    "Services",
+    "evaluate",
     "identities",
     "score_run",
     "select_evaluators",
@@ -179,36 +181,59 @@ async def score_run(
             await store.insert_scores(conn, run_id, round_, not_judged)
         computed.extend(not_judged)
         todo = [s for s in todo if s.kind == "gauge"]
-    limit = asyncio.Semaphore(max(concurrency, 1))
-    services = _Services(db, settings, http)
 
-    async def local(selected: list[Selected]) -> None:
-        # Built-ins take microseconds: run them one after the other, store them at once.
-        items = _unique([i for s in selected for i in await _guarded(s, ctx, services, timeout)])
+    async def save(items: list[ScoreItem]) -> None:
         async with db.connection() as conn:
             await store.insert_scores(conn, run_id, round_, items)
-        computed.extend(items)
 
-    async def one(selected: Selected) -> None:
-        # The judge and remote evaluators: side by side, each stored as soon as it ends,
-        # so a replay after a crash does not ask again one that had answered.
-        async with limit:
-            items = await _guarded(selected, ctx, services, timeout)
-        async with db.connection() as conn:
-            await store.insert_scores(conn, run_id, round_, items)
-        computed.extend(items)
-
-    builtins = [s for s in todo if s.key in BUILTINS]
-    others = [s for s in todo if s.key not in BUILTINS]
-    await asyncio.gather(*([local(builtins)] if builtins else []), *(one(s) for s in others))
+    services = Services(db, settings, http)
+    computed.extend(
+        await evaluate(
+            ctx, todo, services=services, save=save, timeout=timeout, concurrency=concurrency
+        )
+    )
     if not loaded.stored and len({i.name for i in computed}) == len(computed):
         return computed  # nothing was there before: what was computed is what is stored
     async with db.connection() as conn:
         return [store.as_item(s) for s in await store.run_scores(conn, run_id, round_)]
 
 
+async def evaluate(
+    ctx: RunContext,
+    selected: list[Selected],
+    *,
+    services: Services,
+    save: Callable[[list[ScoreItem]], Awaitable[None]],
+    timeout: float = EVALUATOR_TIMEOUT_SECONDS,
+    concurrency: int = CONCURRENCY,
+) -> list[ScoreItem]:
+    """Run the selected evaluators on ``ctx`` and hand each one's scores to ``save`` as
+    soon as it ends (a run's scores or a monitored session's). Returns every score given."""
+    limit = asyncio.Semaphore(max(concurrency, 1))
+    computed: list[ScoreItem] = []
+
+    async def local(chosen: list[Selected]) -> None:
+        # Built-ins take microseconds: run them one after the other, store them at once.
+        items = _unique([i for s in chosen for i in await _guarded(s, ctx, services, timeout)])
+        await save(items)
+        computed.extend(items)
+
+    async def one(chosen: Selected) -> None:
+        # The judge and remote evaluators: side by side, each stored as soon as it ends,
+        # so a replay after a crash does not ask again one that had answered.
+        async with limit:
+            items = await _guarded(chosen, ctx, services, timeout)
+        await save(items)
+        computed.extend(items)
+
+    builtins = [s for s in selected if s.key in BUILTINS]
+    others = [s for s in selected if s.key not in BUILTINS]
+    await asyncio.gather(*([local(builtins)] if builtins else []), *(one(s) for s in others))
+    return computed
+
+
 async def _guarded(
-    selected: Selected, ctx: RunContext, services: _Services, timeout: float
+    selected: Selected, ctx: RunContext, services: Services, timeout: float
 ) -> list[ScoreItem]:
     """Run one evaluator; whatever happens, scores come back (an error score at worst)."""
     try:
@@ -231,12 +256,22 @@ async def _guarded(
 Call = Callable[[RunContext, Any], Awaitable[list[ScoreItem]]]
 
 
-class _Services:
+class Services:
     """What the judge and remote evaluators need, loaded once per scored run and only when
-    a case selects them: the default judge and the agent's workspace's remote evaluators."""
+    a case selects them: the default judge and the agent's workspace's remote evaluators.
+    ``record_judges``: note on the run's experiment which judge graded it (a monitor's
+    sessions belong to no experiment)."""
 
-    def __init__(self, db: Database, settings: Settings, http: httpx.AsyncClient) -> None:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        http: httpx.AsyncClient,
+        *,
+        record_judges: bool = True,
+    ) -> None:
         self.db, self.settings, self.http = db, settings, http
+        self.record_judges = record_judges
         self._lock = asyncio.Lock()
         self._judges: dict[str | None, Any] = {}
         self._remotes: dict[str, Any] | None = None
@@ -260,6 +295,8 @@ class _Services:
 
     async def record_judge(self, experiment_id: int, setup: Any, prompt_hash: str | None) -> None:
         """The experiment shows which judge graded it (``GET /api/experiments/{id}``)."""
+        if not self.record_judges:
+            return
         async with self.db.connection() as conn:
             await runs_store.record_server_judge(
                 conn,
@@ -271,7 +308,7 @@ class _Services:
             )
 
 
-def _call_for(selected: Selected, services: _Services) -> Call:
+def _call_for(selected: Selected, services: Services) -> Call:
     if selected.key in BUILTINS:
         return BUILTINS[selected.key]
     if selected.key == "judge":
@@ -288,7 +325,7 @@ def _call_for(selected: Selected, services: _Services) -> Call:
     )
 
 
-def _judge_call(services: _Services) -> Call:
+def _judge_call(services: Services) -> Call:
     async def grade(ctx: RunContext, config: Any) -> list[ScoreItem]:
         try:
             cfg = msgspec.convert(config, JudgeConfig)
@@ -307,7 +344,7 @@ def _judge_call(services: _Services) -> Call:
     return grade
 
 
-def _library_call(spec: judge_library.LibraryJudge, services: _Services) -> Call:
+def _library_call(spec: judge_library.LibraryJudge, services: Services) -> Call:
     async def grade(ctx: RunContext, config: Any) -> list[ScoreItem]:
         reason = judge_library.gate(spec, ctx)
         if reason is not None:
@@ -325,7 +362,7 @@ def _library_call(spec: judge_library.LibraryJudge, services: _Services) -> Call
     return grade
 
 
-def _remote_call(name: str, services: _Services) -> Call:
+def _remote_call(name: str, services: Services) -> Call:
     async def evaluate(ctx: RunContext, config: Any) -> list[ScoreItem]:
         found = (await services.remotes(ctx.workspace_id)).get(name)
         if found is None:

@@ -806,6 +806,44 @@ def check_agreement_gate(
     return _verdict(gate, label, agreement.rate)
 
 
+MONITOR_STATS: tuple[Stat, ...] = ("mean", "pass_rate", "raw_mean")
+"""What a gate on a monitor's scores compares; the others need an experiment's runs."""
+
+
+def check_monitor_gate(
+    gate: Gate,
+    reading: tuple[int, float | None, float | None, float | None] | None,
+    window: str,
+) -> wire.GateResult:
+    """A gate on a monitor's score over ``window``; ``reading`` is its (readings, mean,
+    pass rate, mean measurement), None when the score has no reading in the window."""
+    if gate.stat not in MONITOR_STATS:
+        return _result(
+            gate,
+            False,
+            f"{gate.stat} needs an experiment's runs; a monitor's score is gated on "
+            f"{', '.join(MONITOR_STATS)} (e.g. {gate.name}.pass_rate>=0.8)",
+        )
+    if reading is None or reading[0] == 0:
+        return _result(
+            gate,
+            False,
+            f"{gate.name} has no reading in the last {window}, so the gate cannot be met; "
+            "check that the monitor scores with it and that its agent sent sessions",
+        )
+    n, mean_value, pass_rate, raw_mean = reading
+    actual = {"mean": mean_value, "pass_rate": pass_rate, "raw_mean": raw_mean}[gate.stat]
+    if actual is None:
+        kind = "measurement" if gate.stat == "raw_mean" else "value in [0, 1]"
+        return _result(
+            gate,
+            False,
+            f"{gate.name} gives no {kind} to compare; gate "
+            + ("its raw_mean" if gate.stat != "raw_mean" else "its mean or pass_rate"),
+        )
+    return _verdict(gate, f"{_STAT_TEXT[gate.stat]} of {gate.name} over {n} sessions", actual)
+
+
 def check_gate(
     gate: Gate, comparison: wire.Comparison, *, failures_allowed: bool = False
 ) -> wire.GateResult:

@@ -32,8 +32,8 @@ WHERE e.workspace_id = %(workspace_id)s
 ORDER BY e.name;
 
 -- name: evaluator_list_names :many
--- Which of the given names a workspace has a remote evaluator for.
-SELECT name FROM evaluators
+-- Which of the given names a workspace has a remote evaluator for, with their ids.
+SELECT id, name FROM evaluators
 WHERE workspace_id = %(workspace_id)s AND name = ANY(%(names)s::text[]);
 
 -- name: evaluator_delete :one

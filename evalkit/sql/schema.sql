@@ -620,12 +620,19 @@ CREATE TABLE public.monitor_scores (
     agent_id bigint NOT NULL,
     session_id text NOT NULL,
     score_name text NOT NULL,
+    kind text DEFAULT 'evaluator'::text NOT NULL,
+    evaluator text DEFAULT ''::text NOT NULL,
+    prompt_hash text,
     value double precision,
+    raw double precision,
     passed boolean,
     comment text,
     error text,
+    skipped text,
     session_settled_at timestamp with time zone NOT NULL,
-    scored_at timestamp with time zone DEFAULT now() NOT NULL
+    scored_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT monitor_scores_kind CHECK ((kind = ANY (ARRAY['evaluator'::text, 'gauge'::text]))),
+    CONSTRAINT monitor_scores_value_range CHECK (((value IS NULL) OR ((value >= (0)::double precision) AND (value <= (1)::double precision))))
 );
 
 ALTER TABLE public.monitor_scores ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -652,6 +659,30 @@ ALTER TABLE ONLY public.monitor_scores
     ADD CONSTRAINT monitor_scores_session_fkey FOREIGN KEY (agent_id, session_id) REFERENCES public.sessions(agent_id, session_id) ON DELETE CASCADE;
 
 
+-- monitor_sessions
+
+CREATE TABLE public.monitor_sessions (
+    monitor_id bigint NOT NULL,
+    monitor_version integer NOT NULL,
+    agent_id bigint NOT NULL,
+    session_id text NOT NULL,
+    backfill boolean DEFAULT false NOT NULL,
+    taken_at timestamp with time zone DEFAULT now() NOT NULL,
+    scored_at timestamp with time zone
+);
+
+ALTER TABLE ONLY public.monitor_sessions
+    ADD CONSTRAINT monitor_sessions_pkey PRIMARY KEY (monitor_id, monitor_version, session_id);
+
+CREATE INDEX monitor_sessions_taken_idx ON public.monitor_sessions USING btree (monitor_id, taken_at DESC);
+
+ALTER TABLE ONLY public.monitor_sessions
+    ADD CONSTRAINT monitor_sessions_monitor_id_fkey FOREIGN KEY (monitor_id) REFERENCES public.monitors(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.monitor_sessions
+    ADD CONSTRAINT monitor_sessions_session_fkey FOREIGN KEY (agent_id, session_id) REFERENCES public.sessions(agent_id, session_id) ON DELETE CASCADE;
+
+
 -- monitors
 
 CREATE TABLE public.monitors (
@@ -666,6 +697,8 @@ CREATE TABLE public.monitors (
     evaluator_ids bigint[] DEFAULT '{}'::bigint[] NOT NULL,
     rubric text,
     created_by bigint,
+    scanned_until timestamp with time zone DEFAULT now() NOT NULL,
+    capped_sessions bigint DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT monitors_cap_positive CHECK (((cap_per_hour IS NULL) OR (cap_per_hour > 0))),

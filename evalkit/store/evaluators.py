@@ -150,6 +150,14 @@ async def evaluator_names(conn: Conn, workspace_id: int, names: list[str]) -> se
     return {r["name"] for r in rows}
 
 
+async def evaluator_ids(conn: Conn, workspace_id: int, names: list[str]) -> dict[str, int]:
+    """The ids of the workspace's remote evaluators among ``names``, by name."""
+    if not names:
+        return {}
+    rows = await conn.all("evaluator_list_names", workspace_id=workspace_id, names=names)
+    return {r["name"]: int(r["id"]) for r in rows}
+
+
 async def scoring_targets(conn: Conn, workspace_id: int) -> list[EvaluatorTarget]:
     """Every remote evaluator of a workspace with its key (SecretBox text)."""
     rows = await conn.all("evaluator_list_for_scoring", workspace_id=workspace_id)

@@ -140,6 +140,92 @@ async def delete(conn: Conn, monitor_id: int) -> None:
         raise NotFound(f"monitor {monitor_id} does not exist", code="no-monitor")
 
 
+async def get(conn: Conn, workspace_id: int, workspace: str, name: str) -> dict[str, Any]:
+    row = await conn.one("monitor_get", workspace_id=workspace_id, name=name)
+    if row is None:
+        raise NotFound(
+            f"monitor {name}@{workspace} does not exist; `evalkit monitors list --workspace "
+            f"{workspace}` lists the workspace's monitors",
+            code="no-monitor",
+        )
+    return row
+
+
+async def get_by_id(conn: Conn, monitor_id: int) -> dict[str, Any] | None:
+    return await conn.one("monitor_get_by_id", monitor_id=monitor_id)
+
+
+async def all_ids(conn: Conn) -> list[int]:
+    return [int(r["id"]) for r in await conn.all("monitor_ids")]
+
+
+async def lock(conn: Conn, monitor_id: int) -> dict[str, Any] | None:
+    """The monitor's row, locked until the transaction ends; None when it was deleted."""
+    return await conn.one("monitor_lock", monitor_id=monitor_id)
+
+
+async def candidates(
+    conn: Conn,
+    monitor: dict[str, Any],
+    *,
+    since: datetime,
+    until: datetime,
+    limit: int,
+) -> list[dict[str, Any]]:
+    return await conn.all(
+        "monitor_candidates",
+        monitor_id=monitor["id"],
+        version=monitor["version"],
+        agent_id=monitor["agent_id"],
+        since=since,
+        until=until,
+        limit=limit,
+    )
+
+
+async def taken_last_hour(conn: Conn, monitor_id: int, version: int) -> int:
+    row = await conn.one("monitor_taken_last_hour", monitor_id=monitor_id, version=version)
+    return int(row["n"]) if row else 0
+
+
+async def take(
+    conn: Conn, monitor: dict[str, Any], session_ids: Sequence[str], *, backfill: bool = False
+) -> list[str]:
+    """The sessions newly taken for the monitor's version (those taken before are left)."""
+    if not session_ids:
+        return []
+    rows = await conn.all(
+        "monitor_take",
+        monitor_id=monitor["id"],
+        version=monitor["version"],
+        agent_id=monitor["agent_id"],
+        session_ids=list(session_ids),
+        backfill=backfill,
+    )
+    return [r["session_id"] for r in rows]
+
+
+async def advance(conn: Conn, monitor_id: int, *, until: datetime, capped: int) -> None:
+    await conn.execute("monitor_advance", monitor_id=monitor_id, until=until, capped=capped)
+
+
+async def session_for_scoring(
+    conn: Conn, monitor_id: int, version: int, session_id: str
+) -> dict[str, Any] | None:
+    return await conn.one(
+        "monitor_session_for_scoring",
+        monitor_id=monitor_id,
+        version=version,
+        session_id=session_id,
+    )
+
+
+async def mark_scored(conn: Conn, monitor_id: int, version: int, session_id: str) -> None:
+    await conn.execute(
+        "monitor_session_scored", monitor_id=monitor_id, version=version, session_id=session_id
+    )
+
+
 async def record_score(
     conn: Conn,
     *,
@@ -153,6 +239,11 @@ async def record_score(
     comment: str | None,
     error: str | None,
     session_settled_at: datetime,
+    kind: str = "evaluator",
+    evaluator: str = "",
+    prompt_hash: str | None = None,
+    raw: float | None = None,
+    skipped: str | None = None,
 ) -> bool:
     """True if this score was new; a repeat for the same monitor version is a no-op."""
     n = await conn.execute(
@@ -162,22 +253,27 @@ async def record_score(
         agent_id=agent_id,
         session_id=session_id,
         score_name=score_name,
+        kind=kind,
+        evaluator=evaluator,
+        prompt_hash=prompt_hash,
         value=value,
+        raw=raw,
         passed=passed,
         comment=comment,
         error=error,
+        skipped=skipped,
         session_settled_at=session_settled_at,
     )
     return n > 0
 
 
-async def scored_last_hour(conn: Conn, monitor_id: int, monitor_version: int) -> int:
-    row = await conn.one(
-        "monitor_sessions_scored_last_hour",
-        monitor_id=monitor_id,
-        monitor_version=monitor_version,
-    )
-    return int(row["n"]) if row else 0
+async def score_days(conn: Conn, monitor_id: int, since: datetime) -> list[dict[str, Any]]:
+    return await conn.all("monitor_score_days", monitor_id=monitor_id, since=since)
+
+
+async def progress(conn: Conn, monitor_id: int, since: datetime) -> dict[str, int]:
+    row = await conn.one("monitor_progress", monitor_id=monitor_id, since=since)
+    return {"taken": int(row["taken"]), "scored": int(row["scored"])} if row else {}
 
 
 async def worst_sessions(

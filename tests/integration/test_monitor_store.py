@@ -103,15 +103,33 @@ async def test_monitor_statements(database_url):
                 assert await monitors.record_score(conn, **score) is True
                 assert await monitors.record_score(conn, **score) is False
             assert await monitors.record_score(
-                conn, **{**score, "score_name": "latency", "value": 2.0, "error": None}
+                conn,
+                **{**score, "score_name": "latency", "value": None, "error": None},
+                kind="gauge",
+                raw=2.0,
             )
-            assert await monitors.scored_last_hour(conn, mid, 3) == 4
-            assert await monitors.scored_last_hour(conn, mid, 2) == 0
+            monitor = await monitors.get_by_id(conn, mid)
+            assert monitor["version"] == 3 and monitor["evaluators"] == []
+            assert await monitors.take(conn, monitor, ["s0", "s1"]) == ["s0", "s1"]
+            assert await monitors.take(conn, monitor, ["s1", "s2"]) == ["s2"]
+            assert await monitors.take(conn, monitor, ["s3"], backfill=True) == ["s3"]
+            # the cap counts what the sweep took, not a backfill's sessions
+            assert await monitors.taken_last_hour(conn, mid, 3) == 3
+            assert await monitors.taken_last_hour(conn, mid, 2) == 0
+            taken = await monitors.session_for_scoring(conn, mid, 3, "s1")
+            assert taken["scored_at"] is None and taken["stored"] == [""]
+            await monitors.mark_scored(conn, mid, 3, "s1")
+            assert (await monitors.session_for_scoring(conn, mid, 3, "s1"))["scored_at"]
+            assert await monitors.progress(conn, mid, datetime.now(UTC) - timedelta(hours=1)) == {
+                "taken": 4,
+                "scored": 1,
+            }
 
             since = datetime.now(UTC) - timedelta(hours=1)
             worst = await monitors.worst_sessions(conn, mid, since=since, score="helpfulness")
             assert [w["session_id"] for w in worst] == ["s1", "s2", "s0", "s3"]
             assert worst[0]["scores"] == {"helpfulness": 0.1}
+            assert worst[-1]["scores"] == {"helpfulness": None, "latency": 2.0}
             assert worst[0]["agent"] == "bot" and worst[0]["agent_workspace"] == "team"
             below = await monitors.worst_sessions(
                 conn, mid, since=since, score="helpfulness", below=0.6

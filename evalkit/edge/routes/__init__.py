@@ -15,6 +15,7 @@ from evalkit.edge.routes import (
     labels,
     mappings,
     meta,
+    monitors,
     otel,
     passwords,
     run_list,
@@ -55,4 +56,5 @@ ENDPOINTS: list[Endpoint] = [
     *session_list.ENDPOINTS,
     *judges.ENDPOINTS,
     *evaluators.ENDPOINTS,
+    *monitors.ENDPOINTS,
 ]
