@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "llm-providers": "evalkit.cli.judges:providers",
     "judge-default": "evalkit.cli.judges:judge_default",
     "schedules": "evalkit.cli.schedules:schedules",
+    "monitors": "evalkit.cli.monitors:monitors",
     "evaluate": "evalkit.cli.scores:evaluate",
     "server": "evalkit.cli.server:server",
     "worker": "evalkit.cli.server:worker",

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from cyclopts import Parameter
 
@@ -138,8 +138,23 @@ PAGE = 200
 def cases_mine(
     *,
     agent: Annotated[
-        str, Parameter(help="The deployed agent whose sessions to mine, NAME@WORKSPACE.")
-    ],
+        str | None,
+        Parameter(help="The deployed agent whose sessions to mine, NAME@WORKSPACE."),
+    ] = None,
+    monitor: Annotated[
+        str | None,
+        Parameter(
+            help="Mine the sessions this monitor (NAME@WORKSPACE) scored, worst first, "
+            "instead of the agent's newest."
+        ),
+    ] = None,
+    below: Annotated[
+        str | None,
+        Parameter(
+            help="With --monitor: only sessions whose score is below a value, SCORE=VALUE "
+            "(judge=0.5)."
+        ),
+    ] = None,
     into: Annotated[
         Path,
         Parameter(help="The suite directory to write the case files in, e.g. cases/traffic."),
@@ -148,7 +163,13 @@ def cases_mine(
         str,
         Parameter(help="How far back to look: a number and m, h, d or w (30m, 24h, 7d, 2w)."),
     ] = "7d",
-    limit: Annotated[int, Parameter(help="Write at most this many new case files.")] = 50,
+    limit: Annotated[
+        int,
+        Parameter(
+            help="Write at most this many new case files; with --monitor, mine the worst this "
+            "many sessions (those mined before are skipped, not replaced)."
+        ),
+    ] = 50,
     expected: Annotated[
         Literal["answer"] | None,
         Parameter(
@@ -169,23 +190,36 @@ def cases_mine(
     deployment exported that no experiment's run claims. Each becomes a case the way
     `evalkit cases from-session` writes one; a session mined before (its file is in the
     suite, found by the session it names) is skipped, so running this again writes only
-    what is new. Lint, review and sync the files like any case."""
+    what is new. Lint, review and sync the files like any case.
+
+    With --monitor, the sessions are the --limit worst the monitor scored in the window (by
+    --below's score, else by each session's lowest score): a second run writes none until
+    the worst sessions change."""
     from evalkit.importers._model import ImportFailed
     from evalkit.importers.session import apply_session_case, plan_session_case
 
     if limit < 1:
         raise CliError(f"--limit takes a whole number of at least 1, got {limit}")
-    cutoff = datetime.now(UTC) - timedelta(seconds=parse_window(since))
+    window = parse_window(since)
+    cutoff = datetime.now(UTC) - timedelta(seconds=window)
+    if (agent is None) == (monitor is None):
+        raise CliError("give --agent AGENT@WS or --monitor MONITOR@WS (one of them)", exit_code=2)
+    if below is not None and monitor is None:
+        raise CliError("--below reads a monitor's scores: give --monitor too", exit_code=2)
     written: list[dict[str, str]] = []
     skipped: list[dict[str, str]] = []
     with Client() as client:
-        ref = client.resolve(agent, "agent")
-        for session in _recent_sessions(client, ref, cutoff):
+        if monitor is not None:
+            ref, found = _monitored_sessions(client, monitor, window, below, limit)
+        else:
+            ref = client.resolve(agent or "", "agent")
+            found = (s.session_id for s in _recent_sessions(client, ref, cutoff))
+        for session_id in found:
             if len(written) >= limit:
                 break
             check: wire.TraceCheck = client.get(
                 f"/api/workspaces/{ref.workspace}/agents/{ref.name}/sessions/"
-                f"{quote(session.session_id, safe='')}/check",
+                f"{quote(session_id, safe='')}/check",
                 type=wire.TraceCheck,
             )
             try:
@@ -197,20 +231,20 @@ def cases_mine(
                     command="evalkit cases mine",
                 )
             except ImportFailed as exc:
-                skipped.append({"session_id": session.session_id, "reason": exc.message})
+                skipped.append({"session_id": session_id, "reason": exc.message})
                 continue
             if case.action != "add":
                 reason = f"already mined as {case.case_id} ({case.path})"
-                skipped.append({"session_id": session.session_id, "reason": reason})
+                skipped.append({"session_id": session_id, "reason": reason})
                 continue
             if not dry_run:
                 apply_session_case(case)
             written.append(
-                {"session_id": session.session_id, "case_id": case.case_id, "path": str(case.path)}
+                {"session_id": session_id, "case_id": case.case_id, "path": str(case.path)}
             )
             if not json:
                 verb = "would write" if dry_run else "wrote"
-                say(f"{verb} {case.path} from session {session.session_id}")
+                say(f"{verb} {case.path} from session {session_id}")
     if json:
         emit_json(
             {
@@ -232,13 +266,45 @@ def cases_mine(
     return 0
 
 
-def parse_window(text: str) -> float:
+def parse_window(text: str, flag: str = "--since") -> float:
+    """Seconds of a window written ``7d``, ``24h``, ``30m`` or ``2w``."""
     number, unit = text.strip()[:-1], text.strip()[-1:].lower()
     if unit not in WINDOW_UNITS or not number.isdigit() or int(number) == 0:
         raise CliError(
-            f"--since takes a whole number and a unit m, h, d or w (e.g. 7d or 24h), got {text!r}"
+            f"{flag} takes a whole number and a unit m, h, d or w (e.g. 7d or 24h), got {text!r}"
         )
     return int(number) * WINDOW_UNITS[unit]
+
+
+def _monitored_sessions(
+    client: Client, monitor: str, window: float, below: str | None, limit: int
+) -> tuple[Ref, Iterator[str]]:
+    """The monitor's agent and its ``limit`` worst scored sessions of the window."""
+    from evalkit.model import monitors as monitors_wire
+
+    mref = client.resolve(monitor, "monitor")
+    params: list[tuple[str, str]] = [("window_seconds", f"{window:g}"), ("limit", str(limit))]
+    if below is not None:
+        score, sep, value = below.partition("=")
+        try:
+            threshold = float(value)
+        except ValueError:
+            threshold = float("nan")
+        if not sep or not score.strip() or not 0 <= threshold <= 1:
+            raise CliError(
+                f"--below takes SCORE=VALUE with a value from 0 to 1 (judge=0.5), got {below!r}",
+                exit_code=2,
+            )
+        params += [("score", score.strip()), ("below", f"{threshold:g}")]
+    path = f"/api/monitors/{quote(f'{mref.name}@{mref.workspace}', safe='@')}"
+    shown: monitors_wire.MonitorSummary = client.get(
+        f"{path}?window_seconds={window:g}", type=monitors_wire.MonitorSummary
+    )
+    rows: list[monitors_wire.MonitorSession] = client.get(
+        f"{path}/sessions?{urlencode(params)}", type=list[monitors_wire.MonitorSession]
+    )
+    name, _, workspace = shown.monitor.agent.partition("@")
+    return Ref(name, workspace), (r.session_id for r in rows)
 
 
 def _recent_sessions(

@@ -60,7 +60,9 @@ def recorder(service: str = "test-agent") -> Iterator[tuple[object, InMemorySpan
         provider.shutdown()
 
 
-def agent_session(tracer, session_id: str, question: str = "What is 2 + 3?") -> None:
+def agent_session(
+    tracer, session_id: str, question: str = "What is 2 + 3?", answer: str = "5"
+) -> None:
     """An OpenInference-shaped agent turn: an AGENT root with an LLM and a TOOL child."""
     with tracer.start_as_current_span(
         "agent",
@@ -92,7 +94,7 @@ def agent_session(tracer, session_id: str, question: str = "What is 2 + 3?") -> 
             },
         ):
             pass
-        root.set_attribute("output.value", "5")
+        root.set_attribute("output.value", answer)
 
 
 def exporter(server, token: str, *, gzip: bool = False, headers=None) -> OTLPSpanExporter:

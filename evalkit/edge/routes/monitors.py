@@ -272,8 +272,9 @@ def _limit(text: str | None) -> int:
 
 
 def window_text(seconds: float) -> str:
+    """``7d``, ``24h``, ``90m``: days from two days on, as people say them."""
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
+        if seconds >= (2 * size if unit == "d" else size) and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"
 
