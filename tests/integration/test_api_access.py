@@ -101,6 +101,7 @@ PARAMS = {
     "provider": "openai",
     "evaluator": "checker",
     "schedule": "1",
+    "monitor": "watch@dev",
 }
 # Non-admin writes of datasets and cases; their rules are tested in test_datasets_*.py.
 DATASET_WRITES = {
@@ -154,6 +155,14 @@ OTEL_WRITES = {
 }
 # Schedules: writers of the schedule's workspace; tested in test_schedules.py.
 SCHEDULE_WRITES = {("POST", "/api/schedules"), ("DELETE", "/api/schedules/{schedule}")}
+# Monitors: writers of the agent's workspace manage them; walked in test_role_walk.py and
+# tested in test_monitors.py.
+MONITOR_WRITES = {
+    ("POST", "/api/monitors"),
+    ("PATCH", "/api/monitors/{monitor}"),
+    ("DELETE", "/api/monitors/{monitor}"),
+    ("POST", "/api/monitors/{monitor}/backfill"),
+}
 # Re-scoring an experiment and labelling its runs: write access to its workspace; tested in
 # test_scoring.py, test_labels.py and test_rescoring_needs_write_access below.
 SCORING_WRITES = {
@@ -250,6 +259,11 @@ def user_token(server, admin_token):
         headers=auth,
         json={"dataset": "finance@dev", "agent": "bot@dev", "cron": "0 3 * * *"},
     ).raise_for_status()
+    httpx.post(  # monitor watch@dev, read by GET /api/monitors/{monitor}...
+        f"{server.url}/api/monitors",
+        headers=auth,
+        json={"name": "watch", "agent": "bot@dev", "evaluators": ["steps"]},
+    ).raise_for_status()
     alice = login(server, "alice", "alice-pass")
     as_alice = {"Authorization": f"Bearer {alice}"}
     # Experiment 1 (run 1): alice's own, on her personal agent, so her CLI drives it.
@@ -270,6 +284,9 @@ def user_token(server, admin_token):
     ).raise_for_status()
     return alice
 
+
+READ_QUERIES = {"/api/monitors/{monitor}/check": "?gate=steps.raw_mean<=10"}
+"""Reads that need a query to answer 200."""
 
 BODIES = {
     "/api/users": {"username": "zed"},
@@ -300,7 +317,7 @@ def test_every_non_public_route_is_classified(server):
     reads = {("GET", p) for _, p in declared} & declared
     unclassified = declared - PUBLIC - ADMIN_ONLY - reads - DATASET_WRITES - AGENT_WRITES
     unclassified -= READ_POSTS | EXPERIMENT_WRITES | OTEL_WRITES
-    unclassified -= SCORING_WRITES | SCHEDULE_WRITES
+    unclassified -= SCORING_WRITES | SCHEDULE_WRITES | MONITOR_WRITES
     unclassified -= {("POST", "/api/auth/logout"), ("POST", "/api/auth/password")}
     assert not unclassified, f"classify these routes in test_api_access.py: {unclassified}"
 
@@ -335,7 +352,10 @@ def test_agent_writes_refuse_non_writers_with_the_rule(server, user_token, metho
     ),
 )
 def test_reads_open_to_any_user(server, user_token, path):
-    r = httpx.get(server.url + concrete(path), headers={"Authorization": f"Bearer {user_token}"})
+    query = READ_QUERIES.get(path, "")
+    r = httpx.get(
+        server.url + concrete(path) + query, headers={"Authorization": f"Bearer {user_token}"}
+    )
     assert r.status_code == 200, r.text
 
 

@@ -99,6 +99,9 @@ RULE: dict[str, dict[str, Expected]] = {
 # writers-label: a label takes write access to the experiment's workspace.
 RULE["label@shared"] = _refuse("writers-label", *NON_WRITERS_SHARED)
 RULE["label@personal"] = _refuse("writers-label", *NON_OWNERS)
+# monitor-writers-manage: writers of the agent's workspace and admins manage its monitors.
+RULE["monitor@shared"] = _refuse("monitor-writers-manage", *NON_WRITERS_SHARED)
+RULE["monitor@personal"] = _refuse("monitor-writers-manage", *NON_OWNERS)
 RULE["sync@shared"] = RULE["write@shared"]
 RULE["sync@personal"] = RULE["write@personal"]
 RULE["write@target"] = RULE["write@shared"]
@@ -276,6 +279,15 @@ ROUTES: dict[tuple[str, str], list[tuple[str, str]]] = {
     ("GET", "/api/schedules"): [(NONE, "read")],
     ("GET", "/api/schedules/{schedule}"): same(WS2, "read"),
     ("DELETE", "/api/schedules/{schedule}"): each(WS2, "write"),
+    # monitors
+    ("POST", "/api/monitors"): [(NONE, "user")],
+    ("GET", "/api/monitors"): [(NONE, "read")],
+    ("GET", "/api/monitors/{monitor}"): same(WS2, "read"),
+    ("GET", "/api/monitors/{monitor}/check"): same(WS2, "read"),
+    ("GET", "/api/monitors/{monitor}/sessions"): same(WS2, "read"),
+    ("PATCH", "/api/monitors/{monitor}"): each(WS2, "monitor"),
+    ("POST", "/api/monitors/{monitor}/backfill"): each(WS2, "monitor"),
+    ("DELETE", "/api/monitors/{monitor}"): each(WS2, "monitor"),
     # traces and the collector
     ("POST", "/api/otel/v1/traces"): each(WS2, "collector"),
     ("POST", "/api/otel/v1/metrics"): [(NONE, "collector")],
@@ -412,6 +424,15 @@ def seed(server: RunningServer, harness_url: str) -> World:
         "/api/schedules",
         json={"dataset": "mine@olive", "agent": "bot@dev", "cron": "0 4 * * *"},
     )
+    # Monitors: one of @dev's agent, one of olive's.
+    admin.ok(
+        "POST", "/api/monitors", json={"name": "watch", "agent": "bot@dev", "evaluators": ["steps"]}
+    )
+    olive.ok(
+        "POST",
+        "/api/monitors",
+        json={"name": "watch", "agent": "mine@olive", "evaluators": ["latency"]},
+    )
     # Agent tokens: the walk's agent caller, and one to revoke in each workspace.
     tokens["agent"] = admin.ok("POST", "/api/workspaces/dev/agents/bot/tokens", json={})["token"]
     shared_victim = admin.ok(
@@ -441,12 +462,14 @@ def seed(server: RunningServer, harness_url: str) -> World:
         "token": str(shared_victim["info"]["id"]),
         "schedule": str(shared_schedule["id"]),
         "otel_agent": "bot@dev",
+        "monitor": "watch@dev",
     }
     ws_scene[PERSONAL] |= {
         "session": "s2",
         "token": str(personal_victim["info"]["id"]),
         "schedule": str(personal_schedule["id"]),
         "otel_agent": "mine@olive",
+        "monitor": "watch@olive",
     }
     scenes: dict[str, dict[str, str]] = {NONE: dict(common)}
     for name, params in ws_scene.items():

@@ -135,10 +135,12 @@ async def monitors_sessions(call: Call) -> list[wire.MonitorSession]:
 
 async def monitors_update(call: Call) -> wire.Monitor:
     access.require_user(call.actor)
+    async with call.db.connection() as conn:
+        _, ws = await _find(conn, call)
+    access.require_manage_monitor(call.actor, ws.facts, "change its monitors")
     body: wire.MonitorUpdate = await call.payload()
     async with call.db.transaction() as conn:
         row, ws = await _find(conn, call)
-        access.require_manage_monitor(call.actor, ws.facts, "change its monitors")
         gauges, ids = (
             (row["builtins"], row["evaluator_ids"])
             if body.evaluators is None
@@ -177,10 +179,11 @@ async def monitors_delete(call: Call) -> wire.Monitor:
 
 async def monitors_backfill(call: Call) -> wire.MonitorBackfilled:
     access.require_user(call.actor)
+    async with call.db.connection() as conn:
+        row, ws = await _find(conn, call)
+    access.require_manage_monitor(call.actor, ws.facts, "backfill its monitors")
     body: wire.MonitorBackfill = await call.payload()
     async with call.db.transaction() as conn:
-        row, ws = await _find(conn, call)
-        access.require_manage_monitor(call.actor, ws.facts, "backfill its monitors")
         return await _backfill(conn, row["id"], body.since_seconds)
 
 
