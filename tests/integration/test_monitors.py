@@ -176,3 +176,64 @@ def _none_waiting(db_url: str) -> bool:
             "SELECT count(*) FROM monitor_sessions WHERE scored_at IS NULL"
         ).fetchone()
     return row[0] == 0 and scored[0] == 0
+
+
+def test_bad_monitor_input_is_refused_with_the_fix(server, cli, admin_token, tmp_path):
+    login(cli, server)
+    make_agent(server, admin_token, "admin")
+
+    def refused(*args: str) -> str:
+        result = cli(*args)
+        assert result.code != 0, result.out
+        return result.err
+
+    create = ("monitors", "create", "watch", "--agent", "bot@admin")
+    assert "nothing to score with" in refused(*create)
+    assert "out of range" in refused(*create, "--sample", "1.5", "--evaluator", "steps")
+    unknown = refused(*create, "--evaluator", "exact_match")
+    assert "neither a built-in gauge" in unknown and "tool_call_count" in unknown
+    assert "[unknown-evaluator]" in unknown
+    assert "positive number of sessions" in refused(
+        *create, "--evaluator", "steps", "--cap-per-hour", "0"
+    )
+    assert "rubric is empty" in refused(*create, "--rubric", "  ")
+    assert "--backfill takes a whole number" in refused(
+        *create, "--evaluator", "steps", "--backfill", "a week"
+    )
+    assert "no agent" in refused("monitors", "create", "w", "--agent", "ghost@admin",
+                                 "--evaluator", "steps").lower()  # fmt: skip
+    made = cli(*create, "--evaluator", "steps", "--json")
+    assert made.code == 0, made.err
+    assert "exists already" in refused(*create, "--evaluator", "steps")
+
+    assert "does not exist" in refused("monitors", "show", "ghost@admin")
+    assert "--window takes a whole number" in refused("monitors", "show", "watch@admin",
+                                                      "--window", "1 day")  # fmt: skip
+    bad_gate = refused("monitors", "check", "watch@admin", "--gate", "steps>=80")
+    assert "0.8, not 80" in bad_gate and "[bad-gate]" in bad_gate
+    run_stat = cli("monitors", "check", "watch@admin", "--gate", "steps.diff>=0")
+    assert run_stat.code == 1 and "needs an experiment's runs" in run_stat.out
+    assert "1 to 1000" in refused("monitors", "sessions", "watch@admin", "--limit", "5000")
+    judged = cli("monitors", "create", "judged", "--agent", "bot@admin", "--rubric", "Helpful?")
+    assert judged.code == 0, judged.err
+    assert "would have nothing to score with" in refused(
+        "monitors", "update", "judged@admin", "--no-rubric"
+    )
+    assert cli("monitors", "delete", "judged@admin").code == 0
+
+    suite = tmp_path / "cases" / "bad"
+    assert "one of them" in refused("cases", "mine", "--into", str(suite))
+    assert "give --monitor too" in refused("cases", "mine", "--agent", "bot@admin",
+                                           "--below", "judge=0.5", "--into", str(suite))  # fmt: skip
+    assert "SCORE=VALUE" in refused("cases", "mine", "--monitor", "watch@admin",
+                                    "--below", "judge", "--into", str(suite))  # fmt: skip
+
+    # a no-op update keeps the version; a real change bumps it; delete removes it
+    same = cli("monitors", "update", "watch@admin", "--evaluator", "steps", "--json")
+    assert same.code == 0 and same.json["version"] == 1, same.err
+    changed = cli("monitors", "update", "watch@admin", "--sample", "0.25", "--json")
+    assert changed.code == 0 and changed.json["version"] == 2, changed.err
+    listed = cli("monitors", "list", "--json")
+    assert [m["name"] for m in listed.json] == ["watch"] and listed.json[0]["sample_rate"] == 0.25
+    assert cli("monitors", "delete", "watch@admin").code == 0
+    assert cli("monitors", "list", "--json").json == []
