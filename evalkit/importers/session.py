@@ -84,6 +84,25 @@ def plan_session_case(
     return SessionCase(found.path, case_id, action, text, agent, session.session_id)
 
 
+def session_case_text(
+    check: wire.TraceCheck,
+    suite: str,
+    *,
+    expected_answer: bool = False,
+    command: str = "Save as case on the session page",
+) -> tuple[str, str]:
+    """The case id and file text of this session in a suite named ``suite``, as
+    :func:`plan_session_case` writes it, without looking at a suite directory (the web
+    page shows it to copy or download; a clash with a case id is for lint to say)."""
+    session = check.session
+    agent = f"{session.agent}@{session.workspace}"
+    content = _content(check, agent, expected_answer, [])
+    full_id = f"{agent}/{session.session_id}"
+    case_id = new_case_id(f"{suite}-", session.session_id, full_id, set())
+    header = _header(check, agent, command)
+    return case_id, _text(header, ordered_keys(content), review=expected_answer)
+
+
 def apply_session_case(case: SessionCase) -> None:
     if case.action in ("add", "update"):
         case.path.parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,18 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from evalkit.web.page import HERE, Page
-from evalkit.web.pages import admin, agents, datasets, docs, experiments, home, runs, sso, traces
+from evalkit.web.pages import (
+    admin,
+    agents,
+    datasets,
+    docs,
+    experiments,
+    home,
+    monitors,
+    runs,
+    sso,
+    traces,
+)
 
 PAGES: list[Page] = [
     *home.PAGES,
@@ -18,6 +29,7 @@ PAGES: list[Page] = [
     *traces.PAGES,
     *experiments.PAGES,
     *runs.PAGES,
+    *monitors.PAGES,
 ]
 
 

@@ -158,11 +158,14 @@ def line(
     low: float | None = None,
     high: float | None = None,
     fmt: Callable[[float], str] = number,
+    over: str = "experiments",
 ) -> Chart:
     """Values in order, evenly spaced; a missing value breaks the line. The y range is
-    ``low``..``high`` when given (a score's [0, 1]), else 0..a round number above the max."""
+    ``low``..``high`` when given (a score's [0, 1]), else 0..a round number above the max.
+    ``over``: what the samples are (the chart's accessible name says it)."""
     values = [s.value for s in samples if s.value is not None]
-    chart = Chart(label=f"{what} over {len(samples)} experiments, oldest first")
+    unit = over.removesuffix("s") if len(samples) == 1 else over
+    chart = Chart(label=f"{what} over {len(samples)} {unit}, oldest first")
     if not values:
         chart.empty = True
         return chart

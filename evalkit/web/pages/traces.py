@@ -12,8 +12,9 @@ from urllib.parse import urlencode
 
 from starlette.responses import RedirectResponse, Response
 
+from evalkit.cases.model import CASE_ID_RE
 from evalkit.edge.routes import agents, otel, session_list, trace_check, workspaces
-from evalkit.errors import NotFound
+from evalkit.errors import BadRequest, NotFound
 from evalkit.model.names import whole_number
 from evalkit.model.otel import TraceCheck
 from evalkit.otel.model import Span
@@ -226,6 +227,7 @@ async def session_page(call: WebCall) -> Response:
         check_problem = exc.message
     lines, total_ms = span_tree(detail.spans)
     run = listed.sessions[0].run if listed.sessions else None
+    saved = _saved_case(check, SUITE) if check is not None else None
     return call.render(
         "session.html",
         session=detail.session,
@@ -237,6 +239,55 @@ async def session_page(call: WebCall) -> Response:
         traces=len({s.trace_id for s in detail.spans}),
         check=check,
         check_problem=check_problem,
+        saved=saved,
+        suite=SUITE,
+    )
+
+
+SUITE = "traffic"
+"""The suite a case saved from a session page is named for (its id starts with it)."""
+
+
+@dataclass
+class SavedCase:
+    case_id: str = ""
+    text: str = ""
+    problem: str | None = None
+
+
+def _saved_case(check: TraceCheck, suite: str, *, expected_answer: bool = False) -> SavedCase:
+    """The case file of a session, or why it cannot be one (no user turn, no answer)."""
+    from evalkit.importers._model import ImportFailed
+    from evalkit.importers.session import session_case_text
+
+    try:
+        case_id, text = session_case_text(check, suite, expected_answer=expected_answer)
+    except ImportFailed as exc:
+        return SavedCase(problem=exc.message)
+    return SavedCase(case_id, text)
+
+
+async def case_download(call: WebCall) -> Response:
+    """``/cases/from-session?workspace=&agent=&session=[&suite=][&expected=answer]``: the
+    session's case file as a download, exactly as the session page shows it."""
+    query = call.request.query_params
+    params = {k: query.get(k, "") for k in ("workspace", "agent", "session")}
+    if not all(params.values()):
+        raise BadRequest(
+            "a case download names its session: ?workspace=WS&agent=AGENT&session=ID "
+            "(the session page's Save as case link has them)"
+        )
+    suite = query.get("suite") or SUITE
+    if not CASE_ID_RE.match(suite):
+        raise BadRequest(f"suite {suite!r} cannot start a case id; use letters, digits, - and _")
+    check = await use(call, trace_check.traces_check, params=params)
+    saved = _saved_case(check, suite, expected_answer=query.get("expected") == "answer")
+    if saved.problem is not None:
+        raise BadRequest(saved.problem)
+    return Response(
+        saved.text,
+        media_type="application/yaml; charset=utf-8",
+        headers={"content-disposition": f'attachment; filename="{saved.case_id}.yaml"'},
     )
 
 
@@ -251,6 +302,7 @@ async def old_address(call: WebCall) -> Response:
 
 
 PAGES = [
+    Page("GET", "/cases/from-session", case_download),
     Page("GET", LIST_PATH, sessions_page),
     Page("GET", LIST_PATH + "/{workspace}/{agent}/{session:path}", session_page),
     Page("GET", OLD_PATH, old_address),
