@@ -223,8 +223,10 @@ def test_bad_monitor_input_is_refused_with_the_fix(server, cli, admin_token, tmp
 
     suite = tmp_path / "cases" / "bad"
     assert "one of them" in refused("cases", "mine", "--into", str(suite))
-    assert "give --monitor too" in refused("cases", "mine", "--agent", "bot@admin",
-                                           "--below", "judge=0.5", "--into", str(suite))  # fmt: skip
+    below_alone = refused(
+        "cases", "mine", "--agent", "bot@admin", "--below", "judge=0.5", "--into", str(suite)
+    )
+    assert "give --monitor too" in below_alone
     assert "SCORE=VALUE" in refused("cases", "mine", "--monitor", "watch@admin",
                                     "--below", "judge", "--into", str(suite))  # fmt: skip
 
