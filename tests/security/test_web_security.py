@@ -134,7 +134,11 @@ def seed(server: RunningServer) -> Site:
         "/api/schedules",
         json={"dataset": "finance@dev", "agent": "bot@dev", "cron": "0 3 * * *"},
     )
+    admin.ok(  # a monitor whose rubric must be escaped on its page
+        "POST", "/api/monitors", json={"name": "watch", "agent": "bot@dev", "rubric": XSS}
+    )
     params = {
+        "name": "watch",  # the monitor, /monitors/{workspace}/{name}
         "workspace": "dev",
         "dataset": "finance",
         "case": "c1",
