@@ -115,7 +115,7 @@ def first_user_text(check: wire.TraceCheck) -> str:
     for step in check.trajectory.get("steps") or []:
         if step.get("source") != "user":
             continue
-        text = _message_text(step.get("message"))
+        text = message_text(step.get("message"))
         if text.strip():
             return text
     raise ImportFailed(_no_user_turn(check))
@@ -134,7 +134,8 @@ def _no_user_turn(check: wire.TraceCheck) -> str:
     )
 
 
-def _message_text(message: Any) -> str:
+def message_text(message: Any) -> str:
+    """A step message's text: the string, or its text parts in order."""
     if isinstance(message, str):
         return message
     if isinstance(message, list):  # content parts: the text ones, in order

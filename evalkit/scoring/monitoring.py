@@ -20,6 +20,7 @@ import msgspec
 from evalkit.atif.model import Trajectory
 from evalkit.config import Settings
 from evalkit.db import Conn, Database
+from evalkit.importers.session import message_text
 from evalkit.jobs import queue
 from evalkit.model.harness import Provides
 from evalkit.otel.build import build_trajectory
@@ -97,16 +98,10 @@ async def session_context(
 
 def _first_user_text(trajectory: dict[str, Any]) -> str:
     for step in trajectory.get("steps") or []:
-        if step.get("source") != "user":
-            continue
-        message = step.get("message")
-        if isinstance(message, str) and message.strip():
-            return message
-        if isinstance(message, list):
-            texts = [p.get("text") for p in message if isinstance(p, dict)]
-            joined = "\n".join(t for t in texts if isinstance(t, str) and t)
-            if joined.strip():
-                return joined
+        if step.get("source") == "user":
+            text = message_text(step.get("message"))
+            if text.strip():
+                return text
     return ""
 
 

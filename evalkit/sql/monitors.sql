@@ -51,7 +51,8 @@ VALUES (%(monitor_id)s, %(monitor_version)s, %(agent_id)s, %(session_id)s, %(sco
 ON CONFLICT ON CONSTRAINT monitor_scores_once DO NOTHING;
 
 -- name: monitor_get :one
--- One monitor by its workspace and name, with its agent and remote evaluators' names.
+-- One monitor, by id or by its workspace and name, with its agent and remote evaluators'
+-- names.
 SELECT m.id, m.name, w.name AS workspace, m.workspace_id, a.name AS agent, m.agent_id,
        m.version, m.sample_rate, m.cap_per_hour, m.builtins, m.evaluator_ids, m.rubric,
        m.scanned_until, m.capped_sessions, m.created_at, m.updated_at,
@@ -60,19 +61,9 @@ SELECT m.id, m.name, w.name AS workspace, m.workspace_id, a.name AS agent, m.age
 FROM monitors m
 JOIN workspaces w ON w.id = m.workspace_id
 JOIN agents a ON a.id = m.agent_id
-WHERE m.workspace_id = %(workspace_id)s AND m.name = %(name)s;
-
--- name: monitor_get_by_id :one
--- One monitor by id (the scoring jobs), as monitor_get gives it.
-SELECT m.id, m.name, w.name AS workspace, m.workspace_id, a.name AS agent, m.agent_id,
-       m.version, m.sample_rate, m.cap_per_hour, m.builtins, m.evaluator_ids, m.rubric,
-       m.scanned_until, m.capped_sessions, m.created_at, m.updated_at,
-       ARRAY(SELECT e.name FROM evaluators e WHERE e.id = ANY (m.evaluator_ids)
-             ORDER BY e.name) AS evaluators
-FROM monitors m
-JOIN workspaces w ON w.id = m.workspace_id
-JOIN agents a ON a.id = m.agent_id
-WHERE m.id = %(monitor_id)s;
+WHERE m.id = coalesce(%(monitor_id)s::bigint,
+                      (SELECT x.id FROM monitors x
+                       WHERE x.workspace_id = %(workspace_id)s AND x.name = %(name)s));
 
 -- name: monitor_ids :many
 -- Every monitor, for the sweep.

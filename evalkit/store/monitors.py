@@ -141,7 +141,7 @@ async def delete(conn: Conn, monitor_id: int) -> None:
 
 
 async def get(conn: Conn, workspace_id: int, workspace: str, name: str) -> dict[str, Any]:
-    row = await conn.one("monitor_get", workspace_id=workspace_id, name=name)
+    row = await conn.one("monitor_get", monitor_id=None, workspace_id=workspace_id, name=name)
     if row is None:
         raise NotFound(
             f"monitor {name}@{workspace} does not exist; `evalkit monitors list --workspace "
@@ -152,7 +152,7 @@ async def get(conn: Conn, workspace_id: int, workspace: str, name: str) -> dict[
 
 
 async def get_by_id(conn: Conn, monitor_id: int) -> dict[str, Any] | None:
-    return await conn.one("monitor_get_by_id", monitor_id=monitor_id)
+    return await conn.one("monitor_get", monitor_id=monitor_id, workspace_id=None, name=None)
 
 
 async def all_ids(conn: Conn) -> list[int]:
