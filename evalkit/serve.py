@@ -10,7 +10,9 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -131,6 +133,10 @@ def check_port_free(host: str, port: int) -> None:
 WORKER_RESTART_SECONDS = (0.5, 10.0)
 """The first and the longest wait before the job worker starts again after it stopped."""
 
+JOB_GRACE_SECONDS = 10.0
+"""How long a stopping worker lets its running jobs finish before it aborts them (aborted
+jobs are queued again; a run's step is taken again by the next worker)."""
+
 
 async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> None:
     """Run procrastinate's worker until ``stop`` is set.
@@ -152,6 +158,7 @@ async def run_worker(db_url: str, settings: Settings, stop: asyncio.Event) -> No
         "update_heartbeat_interval": HEARTBEAT_SECONDS,
         "fetch_job_polling_interval": settings.worker.job_poll_seconds,
         "stalled_worker_timeout": NO_PRUNING_SECONDS,
+        "shutdown_graceful_timeout": JOB_GRACE_SECONDS,
     }
     loop = asyncio.get_running_loop()
     wait = WORKER_RESTART_SECONDS[0]
@@ -371,9 +378,23 @@ class ThreadedServer:
         if self._error is not None:
             raise self._error
 
-    def stop(self, timeout: float = 30) -> None:
+    def stop(self, timeout: float = 60) -> None:
         if self._loop is not None and self._stop is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout)
         if self._thread.is_alive():
-            raise EvalkitError(f"the server did not stop within {timeout:.0f} s")
+            raise EvalkitError(
+                f"the server did not stop within {timeout:.0f} s; it waits in:\n"
+                + self._where_it_waits()
+            )
+
+    def _where_it_waits(self) -> str:
+        """The server thread's stack and its event loop's pending tasks, for the error."""
+        frame = sys._current_frames().get(self._thread.ident or -1)
+        lines = traceback.format_stack(frame) if frame is not None else []
+        if self._loop is not None:
+            for task in list(asyncio.all_tasks(self._loop)):
+                stack = task.get_stack(limit=1)
+                where = traceback.format_stack(stack[-1], limit=1) if stack else ["(no frame)"]
+                lines.append(f"task {task.get_name()}: {where[-1].strip()}\n")
+        return "".join(lines)

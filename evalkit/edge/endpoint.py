@@ -4,7 +4,7 @@ document is generated from the same Structs that validate requests."""
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,12 +141,27 @@ async def authenticate(call: Call) -> None:
     call.token_expires_at = resolved.expires_at
 
 
+DRAIN_BYTES = 16 * 2**20
+"""How much more of a body being refused as too large the edge reads (and drops)."""
+
+
+async def drain(stream: AsyncIterator[bytes], budget: int = DRAIN_BYTES) -> None:
+    """Read and drop the rest of a body being refused, so that a client still sending it
+    reads the 413 rather than a connection closed under it; past ``budget`` it is cut off."""
+    async for chunk in stream:
+        budget -= len(chunk)
+        if budget < 0:
+            return
+
+
 async def read_body(request: Request, struct: type, limit: int = MAX_JSON_BODY) -> Any:
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    stream = request.stream()
+    async for chunk in stream:
         size += len(chunk)
         if size > limit:
+            await drain(stream)
             raise TooLarge(f"the request body is over {limit} bytes; send less")
         chunks.append(chunk)
     raw = b"".join(chunks)

@@ -5,6 +5,8 @@ the server goes on serving after each one."""
 from __future__ import annotations
 
 import gzip
+import socket
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -77,6 +79,32 @@ def test_oversized_chunked_json_body_is_413(admin: httpx.Client) -> None:
 
     r = admin.post("/api/workspaces", content=chunks(), headers=JSON)
     assert str(MAX_JSON_BODY) in error(r, 413)["message"]
+    still_serving(admin)
+
+
+def test_a_client_still_sending_a_refused_body_reads_the_413(
+    admin: httpx.Client, module_server: RunningServer
+) -> None:
+    """The client goes on writing after the edge has seen enough to refuse: the edge reads
+    (and drops) the rest, so the answer is not lost to a connection reset under it."""
+    host, port = httpx.URL(module_server.url).host, httpx.URL(module_server.url).port
+    piece = b"x" * 2**16
+    head = (
+        "POST /api/workspaces HTTP/1.1\r\n"
+        f"Host: {host}\r\n"
+        f"Authorization: {admin.headers['Authorization']}\r\n"
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    with socket.create_connection((host, port), timeout=30) as sock:
+        sock.sendall(head.encode())
+        for _ in range(MAX_JSON_BODY // len(piece) + 1):
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+        time.sleep(0.5)  # the edge has refused by now: what follows arrives after
+        for _ in range(16):
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+        sock.sendall(b"0\r\n\r\n")
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     still_serving(admin)
 
 

@@ -29,7 +29,7 @@ from starlette.responses import Response
 from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS
 from evalkit.db import Database
-from evalkit.edge.endpoint import Call, Endpoint, authenticate
+from evalkit.edge.endpoint import Call, Endpoint, authenticate, drain
 from evalkit.edge.refusals import REFUSED, Refusal, refusal_for
 from evalkit.errors import (
     ApiError,
@@ -277,10 +277,12 @@ async def read_capped(request: Request, limit: int, decompressor: Any) -> bytes:
         raise TooLarge(_too_large(limit, "the body"))
     parts: list[bytes] = []
     received = produced = 0
+    stream = request.stream()
     try:
-        async for chunk in request.stream():
+        async for chunk in stream:
             received += len(chunk)
             if received > limit:
+                await drain(stream)
                 raise TooLarge(_too_large(limit, "the body"))
             if decompressor is None:
                 parts.append(chunk)
@@ -289,6 +291,7 @@ async def read_capped(request: Request, limit: int, decompressor: Any) -> bytes:
                 piece = decompressor.decompress(chunk, limit - produced + 1)
                 produced += len(piece)
                 if produced > limit:
+                    await drain(stream)
                     raise TooLarge(_too_large(limit, "the decompressed body"))
                 parts.append(piece)
                 chunk = decompressor.unconsumed_tail
