@@ -234,6 +234,7 @@ ROUTES: dict[tuple[str, str], list[tuple[str, str]]] = {
     ("GET", "/api/runs/{run}/scores"): same(EXP3, "read"),
     ("GET", "/api/runs/{run}/labels"): same(EXP3, "read"),
     ("GET", _EXP + "/agreement"): same(EXP3, "read"),
+    ("GET", _EXP + "/label-queue"): same(EXP3, "read"),
     ("POST", "/api/runs/{run}/labels"): [
         (SERVER_EXP, "label@shared"),
         (SDK_EXP, "label@shared"),
