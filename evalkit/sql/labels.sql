@@ -24,13 +24,14 @@ WHERE r.id = %(run_id)s;
 
 -- name: agreement_readings_for_experiment :many
 -- Each labeller's latest label of each evaluator score of the experiment's runs, beside
--- the value that score has in the experiment's current scoring round.
+-- the value that score has in the experiment's current scoring round (or in %(round)s: a
+-- judge alignment's trial round).
 SELECT r.id AS run_id, r.case_id, s.name, s.value AS scored, l.user_id AS labeller,
        l.value AS labelled
 FROM runs r
 JOIN experiments e ON e.id = r.experiment_id
-JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round AND s.kind = 'evaluator'
-              AND s.value IS NOT NULL
+JOIN scores s ON s.run_id = r.id AND s.round = COALESCE(%(round)s::integer, e.scoring_round)
+              AND s.kind = 'evaluator' AND s.value IS NOT NULL
 JOIN LATERAL (SELECT DISTINCT ON (x.user_id) x.user_id, x.value
               FROM labels x WHERE x.run_id = r.id AND x.name = s.name
               ORDER BY x.user_id, x.id DESC) l ON true

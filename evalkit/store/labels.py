@@ -54,8 +54,13 @@ async def run_labels(conn: Conn, run_id: int) -> list[wire.Label]:
     return [wire.Label(run_id=run_id, **row) for row in rows]
 
 
-async def agreement_readings(conn: Conn, experiment_id: int) -> list[Reading]:
-    rows = await conn.all("agreement_readings_for_experiment", experiment_id=experiment_id)
+async def agreement_readings(
+    conn: Conn, experiment_id: int, round: int | None = None
+) -> list[Reading]:
+    """Readings of the scores in ``round`` (None: the experiment's current round)."""
+    rows = await conn.all(
+        "agreement_readings_for_experiment", experiment_id=experiment_id, round=round
+    )
     return [Reading(**row) for row in rows]
 
 
