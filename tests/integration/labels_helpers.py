@@ -28,7 +28,10 @@ expected:
 evaluators:
   judge:
     rubric: 'The answer gives the sum. expect "{answer}"'
-"""
+{library}"""
+LIBRARY_JUDGE = "  judges:\n    answer_correctness: true\n"
+"""A library judge beside the rubric; the fake judge finds nothing to expect in its rubric
+and gives every run 0.5, a pass."""
 
 
 @dataclass
@@ -40,13 +43,17 @@ class Judged:
     """Run id by case id."""
 
 
-def judged_experiment(engine, cli, tmp_path: Path, judge: JudgeServer) -> Judged:
+def judged_experiment(
+    engine, cli, tmp_path: Path, judge: JudgeServer, *, library: bool = False
+) -> Judged:
     """@dev with ``judge`` as the default judge, and an experiment of :data:`SUMS` graded
-    by it (every judge score passes)."""
+    by it (every judge score passes); ``library`` adds :data:`LIBRARY_JUDGE`."""
     token = dev_with_default_judge(engine, cli, judge)
     repo = Repo(tmp_path / "repo")
     for case, (question, answer) in SUMS.items():
-        repo.case("sums", case, JUDGED_CASE.format(question=question, answer=answer))
+        extra = LIBRARY_JUDGE if library else ""
+        text = JUDGED_CASE.format(question=question, answer=answer, library=extra)
+        repo.case("sums", case, text)
     synced = cli("sync", str(repo.suite("sums")), "--workspace", "dev")
     assert synced.code == 0, synced.err
     with harness() as ref:

@@ -168,3 +168,37 @@ def test_who_may_align_and_what_is_refused(setup, cli):
     assert api(engine, rita, "GET", f"/api/judge-proposals/{proposal}").status_code == 200
     refused = api(engine, rita, "POST", f"/api/judge-proposals/{proposal}/accept")
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "writers-align-judge"
+
+
+def test_a_library_judge_is_aligned_under_its_own_hash(database_url, tmp_path, cli):
+    from evalkit.scoring.judge_library import LIBRARY
+
+    judge = JudgeServer(JudgeBehaviour(follows_examples=True)).start()
+    engine = engine_server(database_url, tmp_path)
+    try:
+        j = judged_experiment(engine, cli, tmp_path, judge, library=True)
+        for case, value in PEOPLE.items():
+            label = cli(
+                "runs", "label", str(j.runs[case]), "--score", f"judge.answer_correctness={value}"
+            )
+            assert label.code == 0, label.err
+        queue = cli("experiments", "label-queue", str(j.experiment), "--json").json
+        assert {q["name"] for q in queue["runs"]} == {"judge"}  # the library score is labelled
+        made = cli(
+            "judge", "align", "answer_correctness", "--experiment", str(j.experiment), "--json"
+        )
+        assert made.code == 0, made.err
+        p = made.json
+        own = LIBRARY["answer_correctness"].prompt_hash
+        assert p["score"] == "judge.answer_correctness" and p["base_hash"] == own
+        assert p["prompt_hash"] not in (own, PROMPT_HASH)
+        assert p["before"]["rate"] == pytest.approx(0.6) and p["after"]["rate"] == pytest.approx(
+            1.0
+        )
+        trial = api(engine, j.token, "GET", f"/api/runs/{j.runs['s4']}/scores").json()
+        (tried,) = [s for s in trial if s["round"] == p["trial_round"]]  # not the rubric judge
+        assert tried["name"] == "judge.answer_correctness" and tried["value"] == 0.0
+        assert tried["prompt_hash"] == p["prompt_hash"]
+    finally:
+        engine.stop()
+        judge.stop()

@@ -40,6 +40,13 @@ async def propose(call: Call) -> wire.JudgeProposal:
             code="experiment-running",
         )
     async with call.db.transaction() as conn:
+        if score == alignment.RUBRIC_SCORE and await runs_store.judged_by_sdk(conn, experiment_id):
+            raise Conflict(
+                f"experiment {experiment_id}'s rubrics are graded by the judge its SDK process "
+                "was given, not by the server's, so the server cannot try examples on it; "
+                "align the server's judge on an experiment it graded",
+                code="judged-by-sdk",
+            )
         before = await _agreement(conn, experiment_id, score, None)
         _check_worth_aligning(experiment_id, score, before)
         candidates = await store.candidates(conn, experiment_id, score)
