@@ -27,15 +27,19 @@ FROM experiments e
 JOIN judge_examples j ON j.workspace_id = e.workspace_id AND j.name = %(name)s
 WHERE e.id = %(experiment_id)s;
 
--- name: judge_examples_upsert :exec
--- Accept a proposal: its examples become the ones the workspace's judge shows for the score.
+-- name: judge_examples_upsert :one
+-- Accept a proposal: its examples become the ones the workspace's judge shows for the score,
+-- only while the examples in use are still those it was made on (%(base_hash)s); no row
+-- comes back when another proposal was accepted in between.
 INSERT INTO judge_examples (workspace_id, name, examples, prompt_hash, proposal_id, accepted_by)
 VALUES (%(workspace_id)s, %(name)s, %(examples)s::jsonb, %(prompt_hash)s, %(proposal_id)s,
         %(accepted_by)s)
 ON CONFLICT (workspace_id, name) DO UPDATE
 SET examples = EXCLUDED.examples, prompt_hash = EXCLUDED.prompt_hash,
     proposal_id = EXCLUDED.proposal_id, accepted_by = EXCLUDED.accepted_by,
-    accepted_at = now();
+    accepted_at = now()
+WHERE judge_examples.prompt_hash = %(base_hash)s
+RETURNING workspace_id;
 
 -- name: judge_proposal_insert :one
 -- A proposal, with the experiment's next trial round (-1, -2, ...: below every real round).

@@ -102,19 +102,21 @@ async def proposal_row(conn: Conn, proposal_id: int) -> dict[str, Any]:
     return row
 
 
-async def accept(conn: Conn, row: dict[str, Any], user_id: int | None) -> bool:
-    """Make the proposal's examples the workspace's (call inside a transaction); False when
-    someone accepted it first."""
+async def accept(conn: Conn, row: dict[str, Any], user_id: int | None) -> str | None:
+    """Make the proposal's examples the workspace's (call inside a transaction, and roll it
+    back on a refusal). None when done; else why not: ``accepted`` (someone accepted it
+    first) or ``stale`` (another proposal was accepted since it was made)."""
     marked = await conn.one("judge_proposal_accept", id=row["id"], accepted_by=user_id)
     if marked is None:
-        return False
-    await conn.execute(
+        return "accepted"
+    stored = await conn.one(
         "judge_examples_upsert",
         workspace_id=row["workspace_id"],
         name=row["name"],
         examples=_json.encode(row["examples"]).decode(),
         prompt_hash=row["prompt_hash"],
+        base_hash=row["base_hash"],
         proposal_id=row["id"],
         accepted_by=user_id,
     )
-    return True
+    return None if stored is not None else "stale"

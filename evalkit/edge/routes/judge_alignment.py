@@ -151,29 +151,33 @@ async def accept(call: Call) -> wire.JudgeProposal:
         found = await _proposal(conn, proposal_id)
         ws = await get_workspace(conn, call.actor, found.workspace)
     access.require_align_judge(call.actor, ws.facts, "accept examples for its judge")
-    _check_acceptable(found)
+    _check_acceptable(found, found.status)
     async with call.db.transaction() as conn:
-        row = await store.proposal_row(conn, proposal_id)
-        if not await store.accept(conn, row, call.actor.user_id):
-            raise Conflict(f"judge proposal {proposal_id} was accepted already", code="accepted")
+        # Checked again where it counts: another accept may have come in between.
+        refused = await store.accept(
+            conn, await store.proposal_row(conn, proposal_id), call.actor.user_id
+        )
+        if refused is not None:
+            _check_acceptable(found, refused)
     async with call.db.connection() as conn:
         return await _proposal(conn, proposal_id)
 
 
-def _check_acceptable(found: wire.JudgeProposal) -> None:
-    if found.status == "accepted":
+def _check_acceptable(found: wire.JudgeProposal, status: str) -> None:
+    if status == "accepted":
         raise Conflict(
-            f"judge proposal {found.id} was accepted already (by {found.accepted_by})",
+            f"judge proposal {found.id} was accepted already (by "
+            f"{found.accepted_by or 'someone else'})",
             code="accepted",
         )
-    if found.status == "grading":
+    if status == "grading":
         raise Conflict(
             f"judge proposal {found.id} is still being tried ({found.pending_runs} runs to "
             f"re-grade); accept it once `evalkit judge align {found.score} --experiment "
             f"{found.experiment_id} --show {found.id}` reports its agreement",
             code="proposal-grading",
         )
-    if found.status == "stale":
+    if status == "stale":
         raise Conflict(
             f"@{found.workspace}'s {found.score} judge changed since judge proposal "
             f"{found.id} was made (it was made on prompt {found.base_hash}); propose again "
