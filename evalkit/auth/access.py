@@ -46,6 +46,11 @@ RULES: dict[str, str] = {
         "Human labels on a run are given by those who write to its experiment's workspace; "
         "everyone logged in reads them."
     ),
+    "writers-align-judge": (
+        "A judge's few-shot examples are proposed from an experiment's labels, and accepted "
+        "for its workspace, by those who write to that workspace; everyone logged in reads "
+        "proposals."
+    ),
     "schedule-fires-as-creator": (
         "A schedule starts each experiment as the user who created it, with that user's "
         "rights when it fires; a disabled or deleted creator's schedules start nothing."
@@ -178,6 +183,19 @@ def require_label(actor: Actor, ws: WorkspaceFacts) -> None:
         "writers-label",
         f"{actor.username} cannot write to @{ws.name}, so cannot label its runs; ask an admin "
         f"for `evalkit workspaces members add {ws.name} {actor.username} --role writer`",
+    )
+
+
+def require_align_judge(actor: Actor, ws: WorkspaceFacts, action: str) -> None:
+    """Proposing or accepting few-shot examples for a workspace's judge: write access to
+    the workspace (admins, its writers, a personal one's owner)."""
+    require_user(actor)
+    if can_write(actor, ws):
+        return
+    raise _refuse(
+        "writers-align-judge",
+        f"{actor.username} cannot write to @{ws.name}, so cannot {action}; ask an admin for "
+        f"`evalkit workspaces members add {ws.name} {actor.username} --role writer`",
     )
 
 

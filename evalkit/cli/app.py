@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "init-server": "evalkit.cli.init_server:init_server",
     "llm-providers": "evalkit.cli.judges:providers",
     "judge-default": "evalkit.cli.judges:judge_default",
+    "judge": "evalkit.cli.judges:judge",
     "schedules": "evalkit.cli.schedules:schedules",
     "monitors": "evalkit.cli.monitors:monitors",
     "evaluate": "evalkit.cli.scores:evaluate",

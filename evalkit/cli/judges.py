@@ -30,6 +30,16 @@ judge_default = App(
     ),
 )
 
+judge = App(
+    name="judge",
+    help=(
+        "The judge against human labels: `evalkit judge align` proposes few-shot examples "
+        "from the runs people labelled, tries them, and applies them only when accepted. "
+        "See docs/labels.md."
+    ),
+)
+judge.command("evalkit.cli.alignment:judge_align", name="align")
+
 
 @providers.command(name="create")
 def providers_create(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from cyclopts import Parameter
 
@@ -116,3 +117,37 @@ def _print_agreement(a: Any) -> None:
     for d in a.disagreements:
         people = "pass" if d.people_pass else "fail"
         say(f"  run {d.run_id} ({d.case_id}): scored {d.scored:g}, people say {people}")
+
+
+def experiments_label_queue(
+    experiment_id: Annotated[
+        int, Parameter(help="The experiment (see `evalkit experiments list`).")
+    ],
+    /,
+    *,
+    score: Annotated[
+        str | None, Parameter(help="Only this judge score (judge, judge.NAME); default: all.")
+    ] = None,
+    limit: Annotated[int, Parameter(help="Entries to show, from the head of the queue.")] = 20,
+    json: JsonFlag = False,
+) -> int:
+    """The runs still waiting for a person's reading of their judge score, in the queue's
+    stable sampled order; label them with `evalkit runs label` or on the web page
+    /experiments/ID/label."""
+    query = urlencode({"limit": limit, **({"score": score} if score else {})})
+    with Client() as client:
+        queue: wire.LabelQueue = client.get(
+            f"/api/experiments/{experiment_id}/label-queue?{query}", type=wire.LabelQueue
+        )
+    if json:
+        emit_json(queue)
+        return 0
+    if not queue.total:
+        say(f"experiment {experiment_id}: no judge score waits for a human label")
+        return 0
+    say(f"experiment {experiment_id}: {queue.total} judge scores wait for a human label")
+    for q in queue.runs:
+        say(f"  run {q.run_id} ({q.case_id}): {q.name} {_reading(q.value)}")
+    if queue.total > len(queue.runs):
+        say(f"  ... and {queue.total - len(queue.runs)} more (--limit)")
+    return 0

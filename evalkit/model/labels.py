@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from evalkit.model.api import Input, Output
 
@@ -27,3 +28,31 @@ class Label(Output, kw_only=True):
     labelled_by: str | None
     """Who gave it (None once that user is deleted)."""
     created_at: datetime
+
+
+class QueuedRun(Output, kw_only=True):
+    """One entry of a labelling queue: a run's judge score that no person has read yet."""
+
+    run_id: int
+    case_id: str
+    name: str
+    """The judge score to label: ``judge`` or ``judge.NAME``."""
+    value: float
+    explanation: str | None = None
+    judge_model: str | None = None
+    prompt_hash: str | None = None
+    input: Any = None
+    """The case's input, as the agent got it."""
+
+
+class LabelQueue(Output, kw_only=True):
+    """One page of an experiment's labelling queue, in its stable sampled order."""
+
+    experiment_id: int
+    score: str | None
+    """The score the queue was limited to (None: every judge score)."""
+    total: int
+    """Entries in the whole queue; labelling one removes it."""
+    offset: int
+    limit: int
+    runs: list[QueuedRun]

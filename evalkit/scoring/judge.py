@@ -52,9 +52,11 @@ from evalkit.scoring.judge_prompt import (
     STEPS_TEMPLATE,
     SYSTEM_PROMPT,
     USER_TEMPLATE,
+    Example,
     Unreadable,
     Verdict,
     build_messages,
+    examples_hash,
     parse_verdict,
     render_trajectory,
 )
@@ -302,12 +304,16 @@ async def _post(
 
 
 async def _ask(
-    ctx: RunContext, config: JudgeConfig, judge: JudgeSetup, http: httpx.AsyncClient
+    ctx: RunContext,
+    config: JudgeConfig,
+    judge: JudgeSetup,
+    http: httpx.AsyncClient,
+    examples: tuple[Example, ...],
 ) -> Verdict:
     pair = (judge.base_url, judge.model)
     plain = pair in _PLAIN_ONLY
     temperature = pair not in _DEFAULT_TEMPERATURE
-    messages = build_messages(ctx, config, plain=plain)
+    messages = build_messages(ctx, config, plain=plain, examples=examples)
     failures = 0
     unreadable = 0
     deadline = time.monotonic() + judge.budget
@@ -355,7 +361,7 @@ async def _ask(
         if refused == "response_format" and not plain:
             plain = True
             _PLAIN_ONLY.add(pair)
-            messages = build_messages(ctx, config, plain=True)
+            messages = build_messages(ctx, config, plain=True, examples=examples)
             continue
         if refused == "temperature" and temperature:
             temperature = False
@@ -396,7 +402,7 @@ async def _ask(
             # The proxy dropped response_format: ask again with the plain instruction.
             plain = True
             _PLAIN_ONLY.add(pair)
-            messages = build_messages(ctx, config, plain=True)
+            messages = build_messages(ctx, config, plain=True, examples=examples)
             continue
         if content:
             messages = [
@@ -407,9 +413,16 @@ async def _ask(
 
 
 async def grade(
-    ctx: RunContext, config: JudgeConfig, *, judge: JudgeSetup, http: httpx.AsyncClient
+    ctx: RunContext,
+    config: JudgeConfig,
+    *,
+    judge: JudgeSetup,
+    http: httpx.AsyncClient,
+    examples: tuple[Example, ...] = (),
 ) -> list[ScoreItem]:
-    """Grade one run against ``config.rubric``; one score named ``judge``. Never raises."""
+    """Grade one run against ``config.rubric``; one score named ``judge``. Never raises.
+    ``examples`` (few-shot examples accepted by ``evalkit judge align``) are shown first,
+    and pinned in the score's ``prompt_hash``."""
 
     def item(**kw: Any) -> ScoreItem:
         return ScoreItem(
@@ -417,14 +430,14 @@ async def grade(
             evaluator=EVALUATOR,
             evaluator_version=JUDGE_VERSION,
             judge_model=judge.model,
-            prompt_hash=PROMPT_HASH,
+            prompt_hash=examples_hash(PROMPT_HASH, examples),
             **kw,
         )
 
     if judge.key_error:
         return [item(value=None, error=judge.key_error)]
     try:
-        verdict = await _ask(ctx, config, judge, http)
+        verdict = await _ask(ctx, config, judge, http, examples)
     except _Failed as exc:
         return [item(value=None, error=exc.message)]
     except Exception as exc:  # never fatal: a bug here must not lose the run's other scores

@@ -23,7 +23,7 @@ import msgspec
 
 from evalkit.cases.model import JudgeConfig
 from evalkit.scoring import judge
-from evalkit.scoring.judge_prompt import PROMPT_HASH, build_messages
+from evalkit.scoring.judge_prompt import PROMPT_HASH, Example, build_messages, examples_hash
 from evalkit.scoring.model import RunContext, ScoreItem
 
 __all__ = [
@@ -176,9 +176,14 @@ def library_messages(
     return build_messages(_context(spec, ctx), _config(spec, None), plain=plain)
 
 
-def _as_library(spec: LibraryJudge, item: ScoreItem) -> ScoreItem:
+def _as_library(
+    spec: LibraryJudge, item: ScoreItem, examples: tuple[Example, ...] = ()
+) -> ScoreItem:
     return msgspec.structs.replace(
-        item, name=spec.score_name, evaluator=spec.identity, prompt_hash=spec.prompt_hash
+        item,
+        name=spec.score_name,
+        evaluator=spec.identity,
+        prompt_hash=examples_hash(spec.prompt_hash, examples),
     )
 
 
@@ -211,12 +216,14 @@ async def grade(
     model: str | None,
     judge_setup: judge.JudgeSetup,
     http: httpx.AsyncClient,
+    examples: tuple[Example, ...] = (),
 ) -> list[ScoreItem]:
-    """Grade one run with ``spec`` through the rubric judge; never raises."""
+    """Grade one run with ``spec`` through the rubric judge (with ``examples`` shown, when
+    ``evalkit judge align`` added some); never raises."""
     reason = gate(spec, ctx)
     if reason is not None:
         return [skipped_item(spec, reason)]
     items = await judge.grade(
-        _context(spec, ctx), _config(spec, model), judge=judge_setup, http=http
+        _context(spec, ctx), _config(spec, model), judge=judge_setup, http=http, examples=examples
     )
-    return [_as_library(spec, item) for item in items]
+    return [_as_library(spec, item, examples) for item in items]

@@ -20,6 +20,8 @@ from evalkit.scoring.model import RunContext
 
 __all__ = [
     "CORRECTION_TEMPLATE",
+    "EXAMPLES_TEMPLATE",
+    "EXAMPLE_TEMPLATE",
     "NO_STEPS",
     "PLAIN_JSON_INSTRUCTION",
     "PROMPT_HASH",
@@ -28,9 +30,11 @@ __all__ = [
     "STEPS_TEMPLATE",
     "SYSTEM_PROMPT",
     "USER_TEMPLATE",
+    "Example",
     "Unreadable",
     "Verdict",
     "build_messages",
+    "examples_hash",
     "parse_verdict",
     "render_trajectory",
 ]
@@ -118,6 +122,21 @@ RESPONSE_FORMAT: dict[str, Any] = {
     "json_schema": {"name": "judgement", "strict": True, "schema": RESPONSE_SCHEMA},
 }
 
+EXAMPLES_TEMPLATE = """\
+<examples>
+People who know these tasks graded the runs below by hand. Their verdicts show how the
+rubric is meant to be read: grade the new answer the way they would.
+
+{examples}
+</examples>"""
+
+EXAMPLE_TEMPLATE = """\
+Example {number} (case {case_id})
+Task: {task}
+Answer: {answer}
+People's verdict: {verdict}
+Why: {why}"""
+
 NONE_TEXT = "(none)"
 NO_ANSWER_TEXT = "(no text answer)"
 ONLY_OUTPUT_TEXT = "(no text answer: the agent returned only the structured output below)"
@@ -140,6 +159,45 @@ PROMPT_HASH = _prompt_hash()
 """Identifies the prompt (every template above and the response schema); recorded on each
 judge score as ``prompt_hash``, so scores from different prompts can be told apart."""
 
+
+class Example(msgspec.Struct, kw_only=True, frozen=True):
+    """A labelled run shown to the judge as a few-shot example (``evalkit judge align``):
+    the people's verdict on it, which may differ from the judge's."""
+
+    run_id: int
+    case_id: str
+    task: Any
+    answer: str
+    verdict: Literal["pass", "fail"]
+    why: str = ""
+
+
+def examples_hash(base: str, examples: tuple[Example, ...] | list[Example]) -> str:
+    """The prompt hash of a judge whose prompt ``base`` identifies, with ``examples`` shown:
+    ``base`` itself when there are none, so a judge without examples keeps its hash."""
+    if not examples:
+        return base
+    shown = canonical_json([msgspec.to_builtins(e) for e in examples]).decode()
+    parts = [base, EXAMPLES_TEMPLATE, EXAMPLE_TEMPLATE, shown]
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+def render_examples(examples: tuple[Example, ...] | list[Example]) -> str:
+    """:data:`EXAMPLES_TEMPLATE` filled in, one :data:`EXAMPLE_TEMPLATE` per example."""
+    blocks = [
+        EXAMPLE_TEMPLATE.format(
+            number=i,
+            case_id=e.case_id,
+            task=_one_line(canonical_json(e.task).decode(), MAX_EXAMPLE_TEXT),
+            answer=_one_line(e.answer, MAX_EXAMPLE_TEXT),
+            verdict=e.verdict,
+            why=_one_line(e.why, MAX_STEP_TEXT) or "(no comment)",
+        )
+        for i, e in enumerate(examples, 1)
+    ]
+    return EXAMPLES_TEMPLATE.format(examples="\n\n".join(blocks))
+
+
 # Caps on what one request carries, in characters.
 MAX_RUBRIC = 8_000
 MAX_TASK = 8_000
@@ -150,6 +208,7 @@ MAX_TRAJECTORY = 16_000
 MAX_STEP_TEXT = 500
 MAX_ARGUMENTS = 300
 MAX_REASONING = 300
+MAX_EXAMPLE_TEXT = 2_000
 
 
 def _cut(text: str, limit: int) -> str:
@@ -268,10 +327,18 @@ def render_trajectory(
     return "\n".join([head, *first, *gap, *reversed(last)])
 
 
-def build_messages(ctx: RunContext, config: JudgeConfig, *, plain: bool) -> list[dict[str, str]]:
+def build_messages(
+    ctx: RunContext,
+    config: JudgeConfig,
+    *,
+    plain: bool,
+    examples: tuple[Example, ...] | list[Example] = (),
+) -> list[dict[str, str]]:
     """The chat messages for one run: :data:`SYSTEM_PROMPT`, then :data:`USER_TEMPLATE`
     filled in (with :data:`PLAIN_JSON_INSTRUCTION` appended in plain mode). The steps are
-    shown only when the agent provides a trajectory and one was collected."""
+    shown only when the agent provides a trajectory and one was collected. ``examples``
+    (accepted by ``evalkit judge align``) come first in the user message, as
+    :data:`EXAMPLES_TEMPLATE`."""
     case = ctx.case or {}
     expected = case.get("expected")
     if ctx.provides.trajectory and ctx.trajectory is not None:
@@ -290,6 +357,8 @@ def build_messages(ctx: RunContext, config: JudgeConfig, *, plain: bool) -> list
     )
     if plain:
         user = f"{user}\n\n{PLAIN_JSON_INSTRUCTION}"
+    if examples:
+        user = f"{render_examples(examples)}\n\n{user}"
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 

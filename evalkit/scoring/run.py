@@ -37,7 +37,9 @@ from evalkit.errors import EvalkitError
 from evalkit.model.runs import agent_failed
 from evalkit.scoring import judge, judge_library, remote
 from evalkit.scoring.builtins import BUILTINS, EVALUATOR_VERSION, EvaluatorError
+from evalkit.scoring.judge_prompt import Example
 from evalkit.scoring.model import RunContext, ScoreItem, ScoreKind, not_judged_reason
+from evalkit.store import judge_alignment as alignment
 from evalkit.store import runs as runs_store
 from evalkit.store import scores as store
 
@@ -186,7 +188,7 @@ async def score_run(
         async with db.connection() as conn:
             await store.insert_scores(conn, run_id, round_, items)
 
-    services = Services(db, settings, http)
+    services = Services(db, settings, http, round=round_)
     computed.extend(
         await evaluate(
             ctx, todo, services=services, save=save, timeout=timeout, concurrency=concurrency
@@ -260,7 +262,8 @@ class Services:
     """What the judge and remote evaluators need, loaded once per scored run and only when
     a case selects them: the default judge and the agent's workspace's remote evaluators.
     ``record_judges``: note on the run's experiment which judge graded it (a monitor's
-    sessions belong to no experiment)."""
+    sessions belong to no experiment). ``round``: the experiment's scoring round (None for
+    a monitor), which picks the judges' few-shot examples."""
 
     def __init__(
         self,
@@ -269,9 +272,10 @@ class Services:
         http: httpx.AsyncClient,
         *,
         record_judges: bool = True,
+        round: int | None = None,
     ) -> None:
         self.db, self.settings, self.http = db, settings, http
-        self.record_judges = record_judges
+        self.record_judges, self.round = record_judges, round
         self._lock = asyncio.Lock()
         self._judges: dict[str | None, Any] = {}
         self._remotes: dict[str, Any] | None = None
@@ -293,9 +297,21 @@ class Services:
                     self._remotes = await remote.load_evaluators(conn, self._box(), workspace_id)
             return self._remotes
 
+    async def examples(self, experiment_id: int, score: str) -> tuple[Example, ...]:
+        """The few-shot examples the judge behind ``score`` shows: in a trial round (below
+        zero) its proposal's, else those the experiment's workspace accepted (both made by
+        ``evalkit judge align``); none outside an experiment's round (a monitor)."""
+        if self.round is None:
+            return ()
+        async with self.db.connection() as conn:
+            if self.round < 0:
+                return await alignment.trial_examples(conn, experiment_id, self.round, score)
+            return await alignment.accepted_examples(conn, experiment_id, score)
+
     async def record_judge(self, experiment_id: int, setup: Any, prompt_hash: str | None) -> None:
-        """The experiment shows which judge graded it (``GET /api/experiments/{id}``)."""
-        if not self.record_judges:
+        """The experiment shows which judge graded it (``GET /api/experiments/{id}``); a
+        trial round tries a proposal and is not the experiment's grading."""
+        if not self.record_judges or (self.round is not None and self.round < 0):
             return
         async with self.db.connection() as conn:
             await runs_store.record_server_judge(
@@ -334,7 +350,10 @@ def _judge_call(services: Services) -> Call:
         setup = await services.judge(cfg.model)
         if setup is None:
             return [judge.no_judge_item(cfg.model)]
-        items: list[ScoreItem] = await judge.grade(ctx, cfg, judge=setup, http=services.http)
+        examples = await services.examples(ctx.experiment_id, judge.SCORE_NAME)
+        items: list[ScoreItem] = await judge.grade(
+            ctx, cfg, judge=setup, http=services.http, examples=examples
+        )
         hashes = [i.prompt_hash for i in items if i.prompt_hash]
         await services.record_judge(
             ctx.experiment_id, setup, hashes[0] if hashes else judge.PROMPT_HASH
@@ -353,10 +372,14 @@ def _library_call(spec: judge_library.LibraryJudge, services: Services) -> Call:
         setup = await services.judge(model)
         if setup is None:
             return [judge_library.no_judge_item(spec, model)]
+        examples = await services.examples(ctx.experiment_id, spec.score_name)
         items = await judge_library.grade(
-            spec, ctx, model=model, judge_setup=setup, http=services.http
+            spec, ctx, model=model, judge_setup=setup, http=services.http, examples=examples
         )
-        await services.record_judge(ctx.experiment_id, setup, spec.prompt_hash)
+        hashes = [i.prompt_hash for i in items if i.prompt_hash]
+        await services.record_judge(
+            ctx.experiment_id, setup, hashes[0] if hashes else spec.prompt_hash
+        )
         return items
 
     return grade

@@ -24,15 +24,45 @@ WHERE r.id = %(run_id)s;
 
 -- name: agreement_readings_for_experiment :many
 -- Each labeller's latest label of each evaluator score of the experiment's runs, beside
--- the value that score has in the experiment's current scoring round.
+-- the value that score has in the experiment's current scoring round (or in %(round)s: a
+-- judge alignment's trial round).
 SELECT r.id AS run_id, r.case_id, s.name, s.value AS scored, l.user_id AS labeller,
        l.value AS labelled
 FROM runs r
 JOIN experiments e ON e.id = r.experiment_id
-JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round AND s.kind = 'evaluator'
-              AND s.value IS NOT NULL
+JOIN scores s ON s.run_id = r.id AND s.round = COALESCE(%(round)s::integer, e.scoring_round)
+              AND s.kind = 'evaluator' AND s.value IS NOT NULL
 JOIN LATERAL (SELECT DISTINCT ON (x.user_id) x.user_id, x.value
               FROM labels x WHERE x.run_id = r.id AND x.name = s.name
               ORDER BY x.user_id, x.id DESC) l ON true
 WHERE r.experiment_id = %(experiment_id)s
 ORDER BY s.name, r.id;
+
+-- name: label_queue_list :many
+-- One page of the experiment's labelling queue: judge scores (the rubric judge, a library
+-- judge) of its current round that have a value and no human label yet, in a stable order
+-- (a hash of run and score name: the same sample on every reload, unrelated to case order).
+SELECT r.id AS run_id, r.case_id, s.name, s.value, s.explanation, s.judge_model,
+       s.prompt_hash, v.content, tv.content AS target_content
+FROM runs r
+JOIN experiments e ON e.id = r.experiment_id
+JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round AND s.value IS NOT NULL
+              AND (s.evaluator = 'judge' OR starts_with(s.evaluator, 'judge:'))
+JOIN case_versions v ON v.id = r.case_version_id
+LEFT JOIN case_versions tv ON tv.id = r.target_version_id
+WHERE r.experiment_id = %(experiment_id)s
+  AND (%(name)s::text IS NULL OR s.name = %(name)s)
+  AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.run_id = r.id AND l.name = s.name)
+ORDER BY md5(r.id::text || '/' || s.name), r.id, s.name
+LIMIT %(limit)s OFFSET %(offset)s;
+
+-- name: label_queue_count :one
+-- How many entries the experiment's labelling queue holds (see label_queue_list).
+SELECT count(*) AS total
+FROM runs r
+JOIN experiments e ON e.id = r.experiment_id
+JOIN scores s ON s.run_id = r.id AND s.round = e.scoring_round AND s.value IS NOT NULL
+              AND (s.evaluator = 'judge' OR starts_with(s.evaluator, 'judge:'))
+WHERE r.experiment_id = %(experiment_id)s
+  AND (%(name)s::text IS NULL OR s.name = %(name)s)
+  AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.run_id = r.id AND l.name = s.name);

@@ -1,4 +1,4 @@
--- evalkit's database schema at migration 0015. GENERATED: do not edit.
+-- evalkit's database schema at migration 0017. GENERATED: do not edit.
 -- The migrations (evalkit/sql/migrations/, with the SQL in evalkit/sql/schema/) are
 -- the source of truth; this file shows what they build, each table with its
 -- constraints, indexes, triggers and foreign keys, to read (nothing runs it).
@@ -473,6 +473,76 @@ ALTER TABLE ONLY public.fixtures
 
 ALTER TABLE ONLY public.fixtures
     ADD CONSTRAINT fixtures_created_by_fkey FOREIGN KEY (created_by) REFERENCES public.users(id) ON DELETE SET NULL;
+
+
+-- judge_examples
+
+CREATE TABLE public.judge_examples (
+    workspace_id bigint NOT NULL,
+    name text NOT NULL,
+    examples jsonb NOT NULL,
+    prompt_hash text NOT NULL,
+    proposal_id bigint,
+    accepted_by bigint,
+    accepted_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.judge_examples
+    ADD CONSTRAINT judge_examples_pkey PRIMARY KEY (workspace_id, name);
+
+ALTER TABLE ONLY public.judge_examples
+    ADD CONSTRAINT judge_examples_accepted_by_fkey FOREIGN KEY (accepted_by) REFERENCES public.users(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.judge_examples
+    ADD CONSTRAINT judge_examples_proposal_id_fkey FOREIGN KEY (proposal_id) REFERENCES public.judge_proposals(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.judge_examples
+    ADD CONSTRAINT judge_examples_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id) ON DELETE CASCADE;
+
+
+-- judge_proposals
+
+CREATE TABLE public.judge_proposals (
+    id bigint NOT NULL,
+    experiment_id bigint NOT NULL,
+    name text NOT NULL,
+    examples jsonb NOT NULL,
+    prompt_hash text NOT NULL,
+    base_hash text NOT NULL,
+    trial_round integer NOT NULL,
+    runs integer NOT NULL,
+    before jsonb NOT NULL,
+    created_by bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    accepted_by bigint,
+    accepted_at timestamp with time zone,
+    CONSTRAINT judge_proposals_new_prompt CHECK ((prompt_hash <> base_hash)),
+    CONSTRAINT judge_proposals_trial_round_check CHECK ((trial_round < 0))
+);
+
+ALTER TABLE public.judge_proposals ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.judge_proposals_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+ALTER TABLE ONLY public.judge_proposals
+    ADD CONSTRAINT judge_proposals_experiment_id_trial_round_key UNIQUE (experiment_id, trial_round);
+
+ALTER TABLE ONLY public.judge_proposals
+    ADD CONSTRAINT judge_proposals_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.judge_proposals
+    ADD CONSTRAINT judge_proposals_accepted_by_fkey FOREIGN KEY (accepted_by) REFERENCES public.users(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.judge_proposals
+    ADD CONSTRAINT judge_proposals_created_by_fkey FOREIGN KEY (created_by) REFERENCES public.users(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.judge_proposals
+    ADD CONSTRAINT judge_proposals_experiment_id_fkey FOREIGN KEY (experiment_id) REFERENCES public.experiments(id) ON DELETE CASCADE;
 
 
 -- labels

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from evalkit.cases.suite import apply_overlay
 from evalkit.db import Conn
 from evalkit.errors import NotFound
 from evalkit.model import labels as wire
@@ -52,6 +54,36 @@ async def run_labels(conn: Conn, run_id: int) -> list[wire.Label]:
     return [wire.Label(run_id=run_id, **row) for row in rows]
 
 
-async def agreement_readings(conn: Conn, experiment_id: int) -> list[Reading]:
-    rows = await conn.all("agreement_readings_for_experiment", experiment_id=experiment_id)
+async def agreement_readings(
+    conn: Conn, experiment_id: int, round: int | None = None
+) -> list[Reading]:
+    """Readings of the scores in ``round`` (None: the experiment's current round)."""
+    rows = await conn.all(
+        "agreement_readings_for_experiment", experiment_id=experiment_id, round=round
+    )
     return [Reading(**row) for row in rows]
+
+
+async def label_queue(
+    conn: Conn, experiment_id: int, name: str | None, offset: int, limit: int
+) -> wire.LabelQueue:
+    """One page of the experiment's labelling queue (``label_queue_list``)."""
+    where = {"experiment_id": experiment_id, "name": name}
+    counted = await conn.one("label_queue_count", **where)
+    rows = await conn.all("label_queue_list", **where, offset=offset, limit=limit)
+    return wire.LabelQueue(
+        experiment_id=experiment_id,
+        score=name,
+        total=counted["total"] if counted else 0,
+        offset=offset,
+        limit=limit,
+        runs=[_queued(row) for row in rows],
+    )
+
+
+def _queued(row: dict[str, Any]) -> wire.QueuedRun:
+    content = row.pop("content")
+    target = row.pop("target_content")
+    if target is not None:
+        content = apply_overlay(target, content)
+    return wire.QueuedRun(**row, input=(content or {}).get("input"))

@@ -13,6 +13,7 @@ from evalkit.web.pages import (
     docs,
     experiments,
     home,
+    labelling,
     monitors,
     runs,
     sso,
@@ -30,6 +31,7 @@ PAGES: list[Page] = [
     *experiments.PAGES,
     *runs.PAGES,
     *monitors.PAGES,
+    *labelling.PAGES,
 ]
 
 

@@ -109,6 +109,9 @@ class JudgeBehaviour:
     """Answer 400 naming temperature to a request that sets it (as reasoning models do)."""
     api_key: str | None = None
     """When set, a request without ``Authorization: Bearer <api_key>`` gets 401."""
+    follows_examples: bool = False
+    """Grade a run as the prompt's few-shot ``<examples>`` grade the same task and answer
+    (a model that learns from examples); runs no example shows are graded as usual."""
 
 
 _EXPECT = re.compile(r'expect "([^"]+)"')
@@ -118,6 +121,21 @@ _SECTION = re.compile(r"<(\w+)>\n(.*?)\n</\1>", re.DOTALL)
 def sections(user_text: str) -> dict[str, str]:
     """The tagged sections of the judge's user message (rubric, task, answer, ...)."""
     return {m.group(1): m.group(2) for m in _SECTION.finditer(user_text)}
+
+
+_EXAMPLE = re.compile(r"^Task: (.*)\nAnswer: (.*)\nPeople's verdict: (pass|fail)$", re.MULTILINE)
+
+
+def example_verdict(found: dict[str, str]) -> str | None:
+    """The people's verdict an ``<examples>`` section gives this run's task and answer."""
+    if "examples" not in found or "task" not in found:
+        return None
+    task = json.loads(found["task"])
+    answer = " ".join(found.get("answer", "").split())
+    for shown_task, shown_answer, verdict in _EXAMPLE.findall(found["examples"]):
+        if json.loads(shown_task) == task and shown_answer == answer:
+            return str(verdict)
+    return None
 
 
 def _completion(content: str | None, *, refusal: str | None = None) -> dict[str, Any]:
@@ -217,7 +235,11 @@ class JudgeServer(LoopbackServer):
             return JSONResponse(_completion(canned["prose"]))
         found = sections(user)
         expect = _EXPECT.search(found.get("rubric", ""))
-        if expect is None:
+        shown = example_verdict(found) if b.follows_examples else None
+        if shown is not None:
+            score = 1.0 if shown == "pass" else 0.0
+            reasoning = f"People graded this same answer {shown} in the examples."
+        elif expect is None:
             score: float = 0.5
             reasoning = "The rubric names nothing to look for, so half marks."
         elif expect.group(1) in found.get("answer", "") + found.get("structured_output", ""):

@@ -102,6 +102,7 @@ PARAMS = {
     "evaluator": "checker",
     "schedule": "1",
     "monitor": "watch@dev",
+    "proposal": "1",
 }
 # Non-admin writes of datasets and cases; their rules are tested in test_datasets_*.py.
 DATASET_WRITES = {
@@ -168,7 +169,13 @@ MONITOR_WRITES = {
 SCORING_WRITES = {
     ("POST", "/api/experiments/{experiment}/evaluate"),
     ("POST", "/api/runs/{run}/labels"),
+    # judge alignment (writers-align-judge): tested in test_judge_align.py
+    ("POST", "/api/experiments/{experiment}/judge-proposals"),
+    ("POST", "/api/judge-proposals/{proposal}/accept"),
 }
+# Reads of things this module's server has none of (a judge proposal needs a judge and
+# labels); that any user reads them is tested where they are made (test_judge_align.py).
+READS_OF_UNSEEDED = {("GET", "/api/judge-proposals/{proposal}")}
 # POSTs that only read (any logged-in user); tested in test_fixture_urls.py.
 READ_POSTS = {("POST", "/api/fixtures/{sha256}/url")}
 
@@ -347,7 +354,9 @@ def test_agent_writes_refuse_non_writers_with_the_rule(server, user_token, metho
         {
             e.path
             for e in ENDPOINTS
-            if e.method == "GET" and not e.public and ("GET", e.path) not in ADMIN_ONLY
+            if e.method == "GET"
+            and not e.public
+            and ("GET", e.path) not in ADMIN_ONLY | READS_OF_UNSEEDED
         }
     ),
 )

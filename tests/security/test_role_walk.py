@@ -102,6 +102,9 @@ RULE["label@personal"] = _refuse("writers-label", *NON_OWNERS)
 # monitor-writers-manage: writers of the agent's workspace and admins manage its monitors.
 RULE["monitor@shared"] = _refuse("monitor-writers-manage", *NON_WRITERS_SHARED)
 RULE["monitor@personal"] = _refuse("monitor-writers-manage", *NON_OWNERS)
+# writers-align-judge: proposing a judge's examples takes write access to its workspace.
+RULE["align@shared"] = _refuse("writers-align-judge", *NON_WRITERS_SHARED)
+RULE["align@personal"] = _refuse("writers-align-judge", *NON_OWNERS)
 RULE["sync@shared"] = RULE["write@shared"]
 RULE["sync@personal"] = RULE["write@personal"]
 RULE["write@target"] = RULE["write@shared"]
@@ -234,6 +237,16 @@ ROUTES: dict[tuple[str, str], list[tuple[str, str]]] = {
     ("GET", "/api/runs/{run}/scores"): same(EXP3, "read"),
     ("GET", "/api/runs/{run}/labels"): same(EXP3, "read"),
     ("GET", _EXP + "/agreement"): same(EXP3, "read"),
+    ("GET", _EXP + "/label-queue"): same(EXP3, "read"),
+    ("POST", _EXP + "/judge-proposals"): [
+        (SERVER_EXP, "align@shared"),
+        (SDK_EXP, "align@shared"),
+        (CLI_EXP, "align@personal"),
+    ],
+    # No proposal is seeded (one needs a judge and labels): the lookup answers 404 before
+    # accept's writers-align-judge, which test_judge_align.py checks on a real proposal.
+    ("GET", "/api/judge-proposals/{proposal}"): [(NONE, "read")],
+    ("POST", "/api/judge-proposals/{proposal}/accept"): [(NONE, "user")],
     ("POST", "/api/runs/{run}/labels"): [
         (SERVER_EXP, "label@shared"),
         (SDK_EXP, "label@shared"),
@@ -451,6 +464,7 @@ def seed(server: RunningServer, harness_url: str) -> World:
         "provider": "ghost",
         "version": "1",
         "evaluator": "ghost",  # deletes: the rule is checked before the lookup
+        "proposal": "999999",
     }
     ws_scene = {
         SHARED: {"workspace": "dev", "dataset": "finance", "case_id": "c1", "agent": "bot"},

@@ -58,6 +58,7 @@ READER_POSTS: dict[tuple[str, str], str] = {
     ("POST", "/schedules"): "shared-writers-write",
     ("POST", "/schedules/{schedule}/delete"): "shared-writers-write",
     ("POST", "/runs/{run}/labels"): "writers-label",
+    ("POST", "/experiments/{experiment}/label"): "writers-label",
 }
 # The fields each form sends (besides csrf), enough to reach the access check.
 FORMS: dict[str, dict[str, str]] = {
@@ -74,6 +75,7 @@ FORMS: dict[str, dict[str, str]] = {
     "/experiments": {"dataset": "finance@dev", "agent": "bot@dev", "split": "none-such"},
     "/schedules": {"dataset": "finance@dev", "agent": "bot@dev", "cron": "0 3 * * *"},
     "/runs/{run}/labels": {"name": "exact_match", "value": "1"},
+    "/experiments/{experiment}/label": {"run": "{run}", "name": "exact_match", "value": "1"},
 }
 
 
@@ -86,6 +88,10 @@ class Site:
 
     def path(self, template: str) -> str:
         return re.sub(r"\{(\w+)(:\w+)?\}", lambda m: self.params[m[1]], template)
+
+    def form(self, path: str) -> dict[str, str]:
+        """The fields ``path``'s form sends, with ids such as ``{run}`` filled in."""
+        return {key: self.path(value) for key, value in FORMS.get(path, {}).items()}
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +230,7 @@ def test_posts_without_the_session_s_csrf_value_are_refused(site, page):
         others = csrf_for(other)
     with as_admin(site) as client:
         for sent in (None, "0" * 64, others, "é" * 64, csrf_for(client)[:-1]):
-            data = dict(FORMS.get(path, {}))
+            data = site.form(path)
             if sent is not None:
                 data["csrf"] = sent
             r = client.post(site.path(path), data=data)
@@ -248,7 +254,7 @@ def test_forms_apply_the_api_rules(site, page):
     _, path = page
     expected = READER_POSTS[page]
     with as_reader(site, fresh=path == "/logout") as client:
-        data = {**FORMS.get(path, {}), "csrf": csrf_for(client)}
+        data = {**site.form(path), "csrf": csrf_for(client)}
         r = client.post(site.path(path), data=data)
     if expected == "allowed":
         assert r.status_code == 303, r.text[:300]

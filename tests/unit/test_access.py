@@ -361,6 +361,25 @@ def test_label_runs(who, ws, expected):
 
 
 @pytest.mark.parametrize(
+    ("who", "ws", "expected"),
+    [
+        ("admin", "shared", "ok"),
+        ("writer", "shared", "ok"),
+        ("reviewer", "shared", "writers-align-judge"),
+        ("other", "shared", "writers-align-judge"),
+        ("owner", "personal", "ok"),
+        ("admin", "personal", "writers-align-judge"),
+        ("anonymous", "shared", "login"),
+        ("agent", "shared", "agent-token-scope"),
+    ],
+)
+def test_align_judges(who, ws, expected):
+    actor = CALLERS[who]
+    facts = shared(actor) if ws == "shared" else PERSONAL
+    assert outcome(access.require_align_judge, actor, facts, "accept examples") == expected
+
+
+@pytest.mark.parametrize(
     ("who", "expected"),
     [
         ("admin", "ok"),

@@ -228,6 +228,8 @@ def test_docs_show_the_prompt_verbatim():
         judge.NO_STEPS,
         judge.PLAIN_JSON_INSTRUCTION,
         judge.CORRECTION_TEMPLATE,
+        judge_prompt.EXAMPLES_TEMPLATE,
+        judge_prompt.EXAMPLE_TEMPLATE,
         json.dumps(judge.RESPONSE_SCHEMA, indent=2),
         render_trajectory(sample_trajectory()),
     ):

@@ -6,6 +6,7 @@ import math
 
 from evalkit.auth import access
 from evalkit.edge.endpoint import Call, Endpoint
+from evalkit.edge.routes.run_list import _paging
 from evalkit.errors import BadRequest
 from evalkit.model import labels as wire
 from evalkit.model.names import whole_number
@@ -54,6 +55,16 @@ async def experiment_agreement(call: Call) -> list[Agreement]:
     return agreements(readings)
 
 
+async def label_queue(call: Call) -> wire.LabelQueue:
+    access.require_read(call.actor)
+    experiment_id = _id(call, "experiment")
+    offset, limit = _paging(call, 20)
+    name = call.request.query_params.get("score") or None
+    async with call.db.connection() as conn:
+        await runs_store.experiment_row(conn, experiment_id)  # 404 for no such experiment
+        return await store.label_queue(conn, experiment_id, name, offset, limit)
+
+
 def _check(body: wire.LabelRequest, target: store.LabelTarget) -> None:
     if body.name not in target.score_names:
         scored = ", ".join(target.score_names) or "none yet (score it first)"
@@ -96,6 +107,15 @@ ENDPOINTS = [
         "Per score with human labels: agreement with the people, its interval, Cohen's "
         "kappa, the confusion table and the runs where they disagree",
         returns=list[Agreement],
+        tags=["labels"],
+    ),
+    Endpoint(
+        "GET",
+        "/api/experiments/{experiment}/label-queue",
+        label_queue,
+        "The experiment's labelling queue: runs with a judge score and no human label of "
+        "it yet, in a stable sampled order (?score=NAME, ?offset=, ?limit= up to 200)",
+        returns=wire.LabelQueue,
         tags=["labels"],
     ),
 ]

@@ -348,6 +348,7 @@ async def experiment_page(call: WebCall) -> Response:
     )
     others = [x for x in same_dataset.experiments if x.id != e.id]
     agreement = await use(call, labels.experiment_agreement, params=params)
+    queue = await use(call, labels.label_queue, params=params, query={"limit": 1})
     stale = False
     if summary is None:  # not ready: an older summary of it, while scores come in
         summary = memo(call).latest(("scores", e.id))
@@ -377,6 +378,7 @@ async def experiment_page(call: WebCall) -> Response:
         others=others,
         states=RUN_STATES,
         agreement=agreement,
+        to_label=queue.total,
     )
     if summary is None or stale:
         response.headers["refresh"] = REFRESH_SECONDS

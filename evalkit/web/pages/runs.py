@@ -284,14 +284,18 @@ async def run_page(call: WebCall) -> Response:
 async def run_label(call: WebCall) -> Response:
     """The run page's Pass/Fail buttons: a label through the API's own handler."""
     run_id = call.param("run")
-    form = await call.form()
+    await label_from_form(call, run_id, await call.form())
+    return RedirectResponse(f"/runs/{run_id}?done=label#labels", 303)
+
+
+async def label_from_form(call: WebCall, run_id: str, form: dict[str, Any]) -> None:
+    """A Pass/Fail form's label, posted through the API's own handler (and its rule)."""
     comment = str(form.get("comment", "")).strip() or None
     body = form_struct(
         LabelRequest,
         {"name": str(form.get("name", "")), "value": form.get("value", ""), "comment": comment},
     )
     await use(call, labels.label_run, params={"run": run_id}, body=body)
-    return RedirectResponse(f"/runs/{run_id}?done=label#labels", 303)
 
 
 async def _no_spans(call: WebCall, run: Run, agent: str) -> NoSpans | None:

@@ -14,10 +14,15 @@ document.addEventListener("change", (event) => {
 
 // Keyboard: "/" focuses the page's search or first filter; "g" then "w" / "e" / "r" / "d" go to
 // workspaces, experiments, runs (sessions of spans), docs; "t", the old key of that tab, too.
+// Elements marked data-key="x" take the key x (the labelling queue: j, k, p, f).
 let pendingG = false;
 document.addEventListener("keydown", (event) => {
   const target = event.target;
   if (target.closest && target.closest("input, textarea, select, [contenteditable]")) return;
+  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  // A page names its own one-key actions: <a data-key="j"> is followed, a button is pressed.
+  const action = !pendingG && event.key.length === 1 && document.querySelector(`[data-key="${event.key}"]`);
+  if (action) { event.preventDefault(); action.click(); return; }
   if (event.key === "/") {
     const field = document.querySelector("[data-search], .filters input, .filters select");
     if (field) { event.preventDefault(); field.focus(); }
