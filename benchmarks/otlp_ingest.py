@@ -325,8 +325,11 @@ def run_once(
             EVALKIT_DATA_DIR=str(work / database),
             EVALKIT_ADMIN_PASSWORD=PASSWORD,
         )
+        command = [*EVALKIT, "server", "--port", str(port)]
+        if args.profile and tree == HERE:  # pyinstrument writes its report when the edge exits
+            command[1:1] = ["-m", "pyinstrument", "-r", "text", "-o", str(args.profile)]
         edge = subprocess.Popen(
-            [*EVALKIT, "server", "--port", str(port)],
+            command,
             env=env,
             cwd=tree,
             stdout=subprocess.DEVNULL,
@@ -470,6 +473,12 @@ def main() -> None:
         "tree alternately, each on a fresh database migrated by its own code",
     )
     parser.add_argument("--rounds", type=int, default=3, help="with --against: rounds of both")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="run this tree's edge under pyinstrument (`uv pip install pyinstrument`) and "
+        "write its text report here (the figures of a profiled run are not comparable)",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="evalkit-bench-"))
