@@ -15,10 +15,13 @@ a span) from 8 concurrent clients. It prints:
 - in the same run, the rate of a raw binary COPY of the same rows into the same table (one
   COPY per batch on one connection, no dedupe, no sessions): the ceiling;
 
-and the ratios against the targets (20,000 spans/s, a third of the ceiling, p99 250 ms,
-RSS 300 MB).
+and the ratios against the targets (issue 19: 0.70 of the ceiling, p99 100 ms, RSS 200 MB).
+With ``--against DIR`` it runs an old tree (its own migrations on its own fresh database,
+its edge with ``PYTHONPATH`` set to it) and this one alternately, ``--rounds`` times, and
+prints every run, each tree's medians and new / old, with /proc/loadavg around each run.
 
     uv run python benchmarks/otlp_ingest.py [--batches 300] [--concurrency 8]
+    uv run python benchmarks/otlp_ingest.py --against /tmp/old --rounds 3
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from evalkit.auth.secrets import generate_key
 from evalkit.embedded import EmbeddedPostgres
 from evalkit.otel.mapping import load_starter
 from evalkit.otel.otlp import decode_protobuf
-from evalkit.sql import migrate, queries
+from evalkit.sql import queries
 from evalkit.store.otel import _COPY_TYPES
 
 PASSWORD = "bench-password-1"
@@ -59,8 +62,10 @@ EVALKIT = [sys.executable, "-c", "from evalkit.cli import main; main()"]
 BATCH = 512
 SPANS_PER_SESSION = 8  # AGENT root, 4 LLM, 3 TOOL
 TARGET_RATE = 20_000
-TARGET_P99_MS = 250
-TARGET_RSS_MB = 300
+TARGET_CEILING = 0.70
+TARGET_P99_MS = 100
+TARGET_RSS_MB = 200
+HERE = Path(__file__).resolve().parent.parent
 
 PROMPT = (
     "You are a careful financial analyst. Read the quarterly statement the user attached and "
@@ -280,33 +285,53 @@ def raw_copy_rate(db_url: str, batches: list[bytes], pgdata: Path) -> tuple[floa
     return rows / spent, cpu
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=300)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--concurrency", type=int, default=8)
-    args = parser.parse_args()
+def migrate_tree(db_url: str, tree: Path) -> None:
+    """Migrate with the tree's own migrations (a tree may be a schema behind or ahead)."""
+    code = f"from evalkit.sql import migrate; migrate.upgrade({db_url!r})"
+    subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, PYTHONPATH=str(tree)),
+        cwd=tree,
+        check=True,
+    )
 
-    work = Path(tempfile.mkdtemp(prefix="evalkit-bench-"))
-    cluster = EmbeddedPostgres(work / "pg", cleanup="delete")
-    cluster.start()
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def run_once(
+    cluster: EmbeddedPostgres,
+    work: Path,
+    tree: Path,
+    database: str,
+    batches: list[bytes],
+    args: argparse.Namespace,
+) -> dict[str, float | str]:
+    """One measured run of the tree's edge on a fresh database, then the raw COPY ceiling
+    on the same database."""
+    with psycopg.connect(cluster.admin_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    db_url = urlunsplit(urlsplit(cluster.admin_url)._replace(path="/" + database))
     edge = None
     try:
-        with psycopg.connect(cluster.admin_url, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE bench")
-        db_url = urlunsplit(urlsplit(cluster.admin_url)._replace(path="/bench"))
-        migrate.upgrade(db_url)
+        migrate_tree(db_url, tree)
         port = serve.free_port()
         env = dict(
             os.environ,
+            PYTHONPATH=str(tree),
             EVALKIT_DATABASE_URL=db_url,
             EVALKIT_ENCRYPTION_KEY=generate_key(),
-            EVALKIT_DATA_DIR=str(work / "data"),
+            EVALKIT_DATA_DIR=str(work / database),
             EVALKIT_ADMIN_PASSWORD=PASSWORD,
         )
+        command = [*EVALKIT, "server", "--port", str(port)]
+        if args.profile and tree == HERE:  # pyinstrument writes its report when the edge exits
+            command[1:1] = ["-m", "pyinstrument", "-r", "text", "-o", str(args.profile)]
         edge = subprocess.Popen(
-            [*EVALKIT, "server", "--port", str(port)],
+            command,
             env=env,
+            cwd=tree,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -328,14 +353,7 @@ def main() -> None:
         assert row is not None
         agent_id = int(row[0])
 
-        batches = make_batches(args.warmup + args.batches)
-        size = sum(len(b) for b in batches) / len(batches) / BATCH
-        print(
-            f"{args.batches} batches of {BATCH} spans ({size:.0f} bytes a span in protobuf), "
-            f"{BATCH // SPANS_PER_SESSION} sessions a batch, concurrency {args.concurrency}, "
-            f"one edge process; this machine: {os.cpu_count()} cores, load average "
-            f"{os.getloadavg()[0]:.1f} before the run"
-        )
+        load_before = loadavg()
         traces = f"{url}/api/otel/v1/traces"
         asyncio.run(post_all(traces, agent_token, batches[: args.warmup], args.concurrency))
         before = count_spans(db_url, agent_id)
@@ -354,34 +372,21 @@ def main() -> None:
         if persisted != expected:
             raise SystemExit(f"expected {expected} spans in the database, found {persisted}")
         rss = peak_rss_mb(edge.pid)
-        rate = persisted / elapsed
         latencies.sort()
-        p50 = statistics.median(latencies) * 1000
-        p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
         ceiling, copy_cpu = raw_copy_rate(db_url, batches[args.warmup :], cluster.pgdata)
-        copy_cpu = copy_cpu / args.batches * 1000
-
-        print()
-        print(f"{'measure':<34}{'value':>12}{'target':>12}{'ratio':>8}")
-        print(
-            f"{'persisted spans/s (counted in DB)':<34}{rate:>12,.0f}{TARGET_RATE:>12,}"
-            f"{rate / TARGET_RATE:>8.2f}"
-        )
-        print(f"{'raw binary COPY ceiling, rows/s':<34}{ceiling:>12,.0f}")
-        print(
-            f"{'persisted / ceiling':<34}{rate / ceiling:>12.2f}{1 / 3:>12.2f}"
-            f"{rate / ceiling * 3:>8.2f}"
-        )
-        print(f"{'ack latency p50, ms':<34}{p50:>12.1f}")
-        print(
-            f"{'ack latency p99, ms':<34}{p99:>12.1f}{TARGET_P99_MS:>12}{p99 / TARGET_P99_MS:>8.2f}"
-        )
-        print(
-            f"{'edge peak RSS, MB':<34}{rss:>12.0f}{TARGET_RSS_MB:>12}{rss / TARGET_RSS_MB:>8.2f}"
-        )
-        for name, ms in cpu.items():
-            print(f"{name + ' CPU per batch, ms':<34}{ms:>12.1f}")
-        print(f"{'database CPU per raw COPY, ms':<34}{copy_cpu:>12.1f}")
+        return {
+            "rate": persisted / elapsed,
+            "ceiling": ceiling,
+            "p50": statistics.median(latencies) * 1000,
+            "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+            "rss": rss,
+            "edge_cpu": cpu["edge"],
+            "database_cpu": cpu["database"],
+            "client_cpu": cpu["client"],
+            "copy_cpu": copy_cpu / args.batches * 1000,
+            "load_before": load_before,
+            "load_after": loadavg(),
+        }
     finally:
         if edge is not None:
             edge.terminate()
@@ -389,6 +394,122 @@ def main() -> None:
                 edge.wait(15)
             except subprocess.TimeoutExpired:
                 edge.kill()
+        with psycopg.connect(cluster.admin_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+
+
+def print_one(result: dict[str, float | str]) -> None:
+    rate, ceiling = float(result["rate"]), float(result["ceiling"])
+    p99, rss = float(result["p99"]), float(result["rss"])
+    print()
+    print(f"{'measure':<34}{'value':>12}{'target':>12}{'ratio':>8}")
+    print(
+        f"{'persisted spans/s (counted in DB)':<34}{rate:>12,.0f}{TARGET_RATE:>12,}"
+        f"{rate / TARGET_RATE:>8.2f}"
+    )
+    print(f"{'raw binary COPY ceiling, rows/s':<34}{ceiling:>12,.0f}")
+    print(
+        f"{'persisted / ceiling':<34}{rate / ceiling:>12.2f}{TARGET_CEILING:>12.2f}"
+        f"{rate / ceiling / TARGET_CEILING:>8.2f}"
+    )
+    print(f"{'ack latency p50, ms':<34}{float(result['p50']):>12.1f}")
+    print(f"{'ack latency p99, ms':<34}{p99:>12.1f}{TARGET_P99_MS:>12}{p99 / TARGET_P99_MS:>8.2f}")
+    print(f"{'edge peak RSS, MB':<34}{rss:>12.0f}{TARGET_RSS_MB:>12}{rss / TARGET_RSS_MB:>8.2f}")
+    for name in ("edge", "database", "client"):
+        print(f"{name + ' CPU per batch, ms':<34}{float(result[name + '_cpu']):>12.1f}")
+    print(f"{'database CPU per raw COPY, ms':<34}{float(result['copy_cpu']):>12.1f}")
+    print(f"/proc/loadavg before {result['load_before']}, after {result['load_after']}")
+
+
+COLUMNS = (
+    ("rate", "spans/s", ",.0f"),
+    ("ceiling", "COPY/s", ",.0f"),
+    ("ratio", "/COPY", ".2f"),
+    ("p50", "p50 ms", ".0f"),
+    ("p99", "p99 ms", ".0f"),
+    ("rss", "RSS MB", ".0f"),
+    ("edge_cpu", "edge ms", ".1f"),
+    ("database_cpu", "db ms", ".1f"),
+    ("copy_cpu", "COPY ms", ".1f"),
+)
+
+
+def print_rounds(runs: list[tuple[str, dict[str, float | str]]]) -> None:
+    """Each run in the order it ran, then each tree's medians and new / old."""
+    for _, result in runs:
+        result["ratio"] = float(result["rate"]) / float(result["ceiling"])
+    header = "".join(f"{title:>10}" for _, title, _ in COLUMNS)
+    print(f"\n{'tree':<6}{header}  loadavg before -> after")
+    for tree, result in runs:
+        cells = "".join(f"{float(result[key]):>10{spec}}" for key, _, spec in COLUMNS)
+        print(f"{tree:<6}{cells}  {result['load_before']} -> {result['load_after']}")
+    medians = {
+        tree: {
+            key: statistics.median(float(r[key]) for t, r in runs if t == tree)
+            for key, _, _ in COLUMNS
+        }
+        for tree in ("old", "new")
+    }
+    print()
+    for tree in ("old", "new"):
+        cells = "".join(f"{medians[tree][key]:>10{spec}}" for key, _, spec in COLUMNS)
+        print(f"{tree + ' med':<6}{cells}")
+    ratios = "".join(f"{medians['new'][key] / medians['old'][key]:>10.2f}" for key, _, _ in COLUMNS)
+    print(f"{'new/old':<6}{ratios}")
+    print(
+        f"\ntargets: /COPY >= {TARGET_CEILING}, p99 < {TARGET_P99_MS} ms, RSS < {TARGET_RSS_MB} MB"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="an old tree (a checkout or `git archive` of another commit): run it and this "
+        "tree alternately, each on a fresh database migrated by its own code",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="with --against: rounds of both")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="run this tree's edge under pyinstrument (`uv pip install pyinstrument`) and "
+        "write its text report here (the figures of a profiled run are not comparable)",
+    )
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="evalkit-bench-"))
+    cluster = EmbeddedPostgres(work / "pg", cleanup="delete")
+    cluster.start()
+    try:
+        batches = make_batches(args.warmup + args.batches)
+        size = sum(len(b) for b in batches) / len(batches) / BATCH
+        print(
+            f"{args.batches} batches of {BATCH} spans ({size:.0f} bytes a span in protobuf), "
+            f"{BATCH // SPANS_PER_SESSION} sessions a batch, concurrency {args.concurrency}, "
+            f"one edge process; this machine: {os.cpu_count()} cores, /proc/loadavg "
+            f"{loadavg()} before the run"
+        )
+        if args.against is None:
+            print_one(run_once(cluster, work, HERE, "bench", batches, args))
+            return
+        order = [("old", args.against.resolve()), ("new", HERE)]
+        runs = []
+        for n in range(args.rounds):
+            for tree, path in order if n % 2 == 0 else order[::-1]:
+                result = run_once(cluster, work, path, f"bench_{tree}_{n}", batches, args)
+                print(
+                    f"round {n + 1} {tree}: {float(result['rate']):,.0f} spans/s, "
+                    f"{float(result['rate']) / float(result['ceiling']):.2f} of COPY, "
+                    f"p99 {float(result['p99']):.0f} ms",
+                    flush=True,
+                )
+                runs.append((tree, result))
+        print_rounds(runs)
+    finally:
         cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
 

@@ -113,8 +113,11 @@ def _value_refused(exc: psycopg.DataError) -> ValueRefused:
 class Conn:
     """One connection, with the verbs the store layer uses."""
 
-    def __init__(self, raw: psycopg.AsyncConnection[Row]) -> None:
+    def __init__(self, raw: psycopg.AsyncConnection[Row], *, begin_pending: bool = False) -> None:
         self.raw = raw
+        self._begin_pending = begin_pending
+        """A transaction whose BEGIN is sent with the first statement (one round trip)."""
+        self._began: psycopg.AsyncTransaction | None = None
 
     async def one(self, query: str, /, **params: Any) -> Row | None:
         async with self._run(query, params) as cur:
@@ -140,11 +143,44 @@ class Conn:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Conn]:
         """Statements in one transaction (a savepoint when one is already open)."""
+        if self._begin_pending:
+            await self._begin()
         async with self.raw.transaction():
             yield self
 
+    async def _begin(self) -> None:
+        self._begin_pending = False
+        # AsyncTransaction itself, not raw.transaction(): inside a pipeline that one holds
+        # the pipeline open until the transaction ends, and COPY cannot run in a pipeline.
+        began = psycopg.AsyncTransaction(self.raw)
+        await began.__aenter__()
+        self._began = began
+
+    async def _end(self, exc: BaseException | None) -> None:
+        """Commit (or, after ``exc``, roll back) the transaction begun by the first statement;
+        nothing when no statement ran."""
+        began, self._began = self._began, None
+        self._begin_pending = False
+        if began is not None:
+            await began.__aexit__(
+                type(exc) if exc else None, exc, exc.__traceback__ if exc else None
+            )
+
     @asynccontextmanager
     async def _run(
+        self, name: str, params: dict[str, Any], *, json: Callable[[Buffer], Any] | None = None
+    ) -> AsyncIterator[psycopg.AsyncCursor[Row]]:
+        if self._begin_pending:  # BEGIN and this statement in one pipeline: one round trip
+            async with self.raw.pipeline():
+                await self._begin()
+                async with self._execute(name, params, json=json) as cur:
+                    yield cur
+            return
+        async with self._execute(name, params, json=json) as cur:
+            yield cur
+
+    @asynccontextmanager
+    async def _execute(
         self, name: str, params: dict[str, Any], *, json: Callable[[Buffer], Any] | None = None
     ) -> AsyncIterator[psycopg.AsyncCursor[Row]]:
         if any(_large(value) for value in params.values()):
@@ -203,6 +239,19 @@ class Database:
         """A connection inside one transaction, committed on success, rolled back on error."""
         async with self._checkout() as raw, raw.transaction():
             yield Conn(raw)
+
+    @asynccontextmanager
+    async def pipelined_transaction(self) -> AsyncIterator[Conn]:
+        """:meth:`transaction`, whose BEGIN goes with its first statement, in one round trip
+        (psycopg's pipeline mode): for a hot path where a round trip shows."""
+        async with self._checkout() as raw:
+            conn = Conn(raw, begin_pending=True)
+            try:
+                yield conn
+            except BaseException as exc:
+                await conn._end(exc)
+                raise
+            await conn._end(None)
 
     @asynccontextmanager
     async def _checkout(self) -> AsyncIterator[psycopg.AsyncConnection[Row]]:

@@ -1,4 +1,4 @@
--- Spans, span keys, sessions and the trace -> session map (the OTLP collector's tables).
+-- Spans, sessions and the trace -> session map (the OTLP collector's tables).
 -- A batch's span ids come in as one bytea of concatenated ids (16 bytes a trace id, 8 a span
 -- id), its per-trace and per-session values as one JSON array of objects: one statement per
 -- batch, not per span. (Array parameters are escaped element by element on the client, in
@@ -12,35 +12,19 @@ SELECT evalkit_spans_partition_create(%(day)s::date) AS created;
 -- Drop the spans partitions of days before the cutoff; their names.
 SELECT evalkit_spans_partition_drop_before(%(cutoff)s::date) AS dropped;
 
--- name: span_key_claim_many :many
--- Claim a batch's span keys (a key that exists is a retried export: that span is skipped),
--- then create or lock the traces of the new spans (%(traces)s: each trace of the batch with
--- the session its root span names when the root is here, and its spans' times): one row per
--- trace with new spans, with its state, the session it belongs to (the one it has, else its
--- root's; a new trace is created with it) and that session's size as last committed (read,
--- not locked). root_now marks a trace that was waiting for its root. Locks are taken keys
--- first, then traces, each in key order (the GROUP BY reads every claimed key before the
--- first trace is locked), and sessions after, by the caller, so concurrent batches never
--- deadlock. A trace's times and last_received_at are final here; its session and pending
--- counts are written back after the size cap (trace_session_write_many).
-WITH claimed AS (
-    INSERT INTO span_keys (agent_id, trace_id, span_id, received_at)
-    SELECT %(agent_id)s, k.trace_id, k.span_id, %(received_at)s
-    FROM (
-        SELECT substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16) AS trace_id,
-               substring(%(span_ids)s::bytea FROM i * 8 + 1 FOR 8) AS span_id
-        FROM generate_series(0, length(%(span_ids)s::bytea) / 8 - 1) AS i
-    ) AS k
-    ORDER BY k.trace_id, k.span_id
-    ON CONFLICT DO NOTHING
-    RETURNING trace_id, span_id
-),
-new AS (
-    SELECT trace_id, count(*) AS spans, string_agg(span_id, ''::bytea) AS span_ids
-    FROM claimed
-    GROUP BY trace_id
-),
-batch AS (
+-- name: trace_claim_many :many
+-- Create or lock a batch's traces (%(traces)s: each trace of the batch with the session its
+-- root span names when the root is here, and its spans' times): one row per trace, with its
+-- state, the session it belongs to (the one it has, else its root's; a new trace is created
+-- with it) and that session's size as last committed (read, not locked). root_now marks a
+-- trace that was waiting for its root; earlier marks one an earlier batch created (its
+-- first_received_at is not this batch's), the only traces where a span of the batch can
+-- already be stored (span_find_stored, run after this statement: a batch that waited here
+-- for a concurrent one's lock on a trace sees what that one stored). Traces are locked in
+-- key order and sessions after, by the caller, so concurrent batches never deadlock. A
+-- trace's times and last_received_at are final here; its session and pending counts are
+-- written back after the size cap (trace_session_write_many).
+WITH batch AS (
     SELECT decode(b.trace_id, 'hex') AS trace_id, b.session_id, b.first_span_at,
            b.last_span_at
     FROM json_to_recordset(%(traces)s::json) AS b (
@@ -49,29 +33,40 @@ batch AS (
 ),
 traces AS (
     INSERT INTO trace_sessions AS t (agent_id, trace_id, session_id, first_span_at,
-                                     last_span_at, last_received_at)
-    SELECT %(agent_id)s, n.trace_id, b.session_id, b.first_span_at, b.last_span_at,
-           %(received_at)s
-    FROM new n JOIN batch b ON b.trace_id = n.trace_id
-    ORDER BY n.trace_id
+                                     last_span_at, first_received_at, last_received_at)
+    SELECT %(agent_id)s, b.trace_id, b.session_id, b.first_span_at, b.last_span_at,
+           %(received_at)s, %(received_at)s
+    FROM batch b
+    ORDER BY b.trace_id
     ON CONFLICT (agent_id, trace_id) DO UPDATE SET
         first_span_at = least(t.first_span_at, EXCLUDED.first_span_at),
         last_span_at = greatest(t.last_span_at, EXCLUDED.last_span_at),
         last_received_at = EXCLUDED.last_received_at,
         orphan = false
     RETURNING t.trace_id, t.session_id, t.pending_spans, t.pending_bytes, t.first_span_at,
-              t.last_span_at
+              t.last_span_at, t.first_received_at
 )
 SELECT t.trace_id, coalesce(t.session_id, b.session_id) AS session_id,
        t.session_id IS NULL AND b.session_id IS NOT NULL AS root_now,
        t.pending_spans, t.pending_bytes, t.first_span_at, t.last_span_at,
-       n.spans AS new_spans, n.span_ids AS new_span_ids,
+       t.first_received_at <> %(received_at)s AS earlier,
        (SELECT s.bytes FROM sessions s
         WHERE s.agent_id = %(agent_id)s
           AND s.session_id = coalesce(t.session_id, b.session_id)) AS session_bytes
 FROM traces t
-JOIN new n ON n.trace_id = t.trace_id
 JOIN batch b ON b.trace_id = t.trace_id;
+
+-- name: span_find_stored :many
+-- Which of these spans (ids packed, of traces an earlier batch created) are stored already:
+-- a retried export, or spans sent twice. One row per trace with any, their span ids packed.
+SELECT s.trace_id, string_agg(s.span_id, ''::bytea) AS span_ids
+FROM (
+    SELECT substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16) AS trace_id,
+           substring(%(span_ids)s::bytea FROM i * 8 + 1 FOR 8) AS span_id
+    FROM generate_series(0, length(%(span_ids)s::bytea) / 8 - 1) AS i
+) AS k
+JOIN spans s ON s.agent_id = %(agent_id)s AND s.trace_id = k.trace_id AND s.span_id = k.span_id
+GROUP BY s.trace_id;
 
 -- name: session_lock_many :many
 -- Sessions a batch may take to the size cap, created when new and locked in key order (after
@@ -81,25 +76,11 @@ SELECT %(agent_id)s, id FROM json_array_elements_text(%(session_ids)s::json) AS 
 ON CONFLICT (agent_id, session_id) DO UPDATE SET agent_id = s.agent_id
 RETURNING s.session_id, s.bytes;
 
--- name: span_key_delete_many :exec
--- Give back the keys of spans that were refused after all (over the session's size cap).
-DELETE FROM span_keys k
-USING (
-    SELECT substring(%(trace_ids)s::bytea FROM i * 16 + 1 FOR 16) AS trace_id,
-           substring(%(span_ids)s::bytea FROM i * 8 + 1 FOR 8) AS span_id
-    FROM generate_series(0, length(%(span_ids)s::bytea) / 8 - 1) AS i
-) AS d
-WHERE k.agent_id = %(agent_id)s AND k.trace_id = d.trace_id AND k.span_id = d.span_id;
-
 -- name: span_copy :exec
 -- Binary COPY of a batch's new spans (routed to the partition of received_at).
 COPY spans (received_at, agent_id, trace_id, span_id, parent_span_id, name, kind, start_ns,
             end_ns, status_code, status_message, scope, body, resource, size)
 FROM STDIN (FORMAT BINARY);
-
--- name: span_key_delete_before :exec
--- Forget the keys of spans whose partition was dropped.
-DELETE FROM span_keys WHERE received_at < %(cutoff)s;
 
 -- name: span_list_for_session :many
 -- Every stored span of a session (the spans of its traces), by start time then span id.
@@ -132,8 +113,7 @@ LIMIT %(limit)s;
 -- it until the caller commits), with when its first span arrived; nothing when its root or
 -- another span came meanwhile.
 SELECT t.pending_spans, t.pending_bytes, t.first_span_at, t.last_span_at, t.last_received_at,
-       (SELECT min(k.received_at) FROM span_keys k
-        WHERE k.agent_id = t.agent_id AND k.trace_id = t.trace_id) AS first_received_at
+       t.first_received_at
 FROM trace_sessions t
 WHERE t.agent_id = %(agent_id)s AND t.trace_id = %(trace_id)s AND t.session_id IS NULL
   AND NOT t.orphan AND t.last_received_at < %(before)s
@@ -181,9 +161,7 @@ WHERE agent_id = %(agent_id)s AND trace_id = %(trace_id)s;
 -- An orphan trace, shaped as a session row whose id is the trace id (hex).
 SELECT t.agent_id, encode(t.trace_id, 'hex') AS session_id, NULL::bigint AS run_id,
        t.first_span_at, t.last_span_at,
-       coalesce((SELECT min(k.received_at) FROM span_keys k
-                 WHERE k.agent_id = t.agent_id AND k.trace_id = t.trace_id),
-                t.last_received_at) AS first_received_at,
+       t.first_received_at,
        t.last_received_at, t.pending_spans AS span_count, t.pending_bytes AS bytes,
        0 AS rejected_spans, false AS truncated, true AS unassigned,
        a.name AS agent, w.name AS workspace
@@ -217,9 +195,7 @@ FROM (
     WHERE (%(agent_id)s::bigint IS NULL OR s.agent_id = %(agent_id)s)
     UNION ALL
     SELECT t.agent_id, encode(t.trace_id, 'hex'), NULL, t.first_span_at, t.last_span_at,
-           coalesce((SELECT min(k.received_at) FROM span_keys k
-                     WHERE k.agent_id = t.agent_id AND k.trace_id = t.trace_id),
-                    t.last_received_at),
+           t.first_received_at,
            t.last_received_at, t.pending_spans, t.pending_bytes, 0, false, true
     FROM trace_sessions t
     WHERE t.session_id IS NULL AND t.orphan
@@ -247,9 +223,7 @@ CROSS JOIN LATERAL (
     UNION ALL
     SELECT t.agent_id, encode(t.trace_id, 'hex'), NULL::bigint, t.first_span_at,
            t.last_span_at,
-           coalesce((SELECT min(k.received_at) FROM span_keys k
-                     WHERE k.agent_id = t.agent_id AND k.trace_id = t.trace_id),
-                    t.last_received_at),
+           t.first_received_at,
            t.last_received_at, t.pending_spans, t.pending_bytes, 0, false, true
     FROM trace_sessions t
     WHERE t.agent_id = a.id AND t.trace_id = %(trace_id)s::bytea AND t.session_id IS NULL

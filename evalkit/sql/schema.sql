@@ -1108,21 +1108,6 @@ ALTER TABLE ONLY public.sessions
     ADD CONSTRAINT sessions_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE SET NULL;
 
 
--- span_keys
-
-CREATE TABLE public.span_keys (
-    agent_id bigint NOT NULL,
-    trace_id bytea NOT NULL,
-    span_id bytea NOT NULL,
-    received_at timestamp with time zone NOT NULL
-);
-
-ALTER TABLE ONLY public.span_keys
-    ADD CONSTRAINT span_keys_pkey PRIMARY KEY (agent_id, trace_id, span_id);
-
-CREATE INDEX span_keys_received_at_idx ON public.span_keys USING brin (received_at);
-
-
 -- span_mappings
 
 CREATE TABLE public.span_mappings (
@@ -1195,7 +1180,8 @@ CREATE TABLE public.trace_sessions (
     first_span_at timestamp with time zone,
     last_span_at timestamp with time zone,
     last_received_at timestamp with time zone DEFAULT now() NOT NULL,
-    orphan boolean DEFAULT false NOT NULL
+    orphan boolean DEFAULT false NOT NULL,
+    first_received_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 ALTER TABLE ONLY public.trace_sessions

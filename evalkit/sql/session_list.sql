@@ -19,9 +19,7 @@ FROM (
      LIMIT %(upto)s)
     UNION ALL
     (SELECT t.agent_id, encode(t.trace_id, 'hex'), NULL::bigint, t.first_span_at, t.last_span_at,
-            coalesce((SELECT min(k.received_at) FROM span_keys k
-                      WHERE k.agent_id = t.agent_id AND k.trace_id = t.trace_id),
-                     t.last_received_at),
+            t.first_received_at,
             t.last_received_at, t.pending_spans, t.pending_bytes, 0, false, true
      FROM trace_sessions t
      WHERE t.session_id IS NULL AND t.orphan
@@ -52,9 +50,7 @@ FROM (
      LIMIT %(upto)s)
     UNION ALL
     (SELECT t.agent_id, encode(t.trace_id, 'hex'), NULL::bigint, t.first_span_at, t.last_span_at,
-            coalesce((SELECT min(k.received_at) FROM span_keys k
-                      WHERE k.agent_id = t.agent_id AND k.trace_id = t.trace_id),
-                     t.last_received_at),
+            t.first_received_at,
             t.last_received_at, t.pending_spans, t.pending_bytes, 0, false, true
      FROM trace_sessions t
      WHERE t.session_id IS NULL AND t.orphan
@@ -86,9 +82,7 @@ FROM (
      LIMIT %(upto)s)
     UNION ALL
     (SELECT t.agent_id, encode(t.trace_id, 'hex'), NULL::bigint, t.first_span_at, t.last_span_at,
-            coalesce((SELECT min(k.received_at) FROM span_keys k
-                      WHERE k.agent_id = t.agent_id AND k.trace_id = t.trace_id),
-                     t.last_received_at),
+            t.first_received_at,
             t.last_received_at, t.pending_spans, t.pending_bytes, 0, false, true
      FROM trace_sessions t
      WHERE t.session_id IS NULL AND t.orphan AND t.agent_id = %(agent_id)s
@@ -117,9 +111,7 @@ FROM (
     WHERE s.agent_id = %(agent_id)s AND s.session_id = %(session_id)s
     UNION ALL
     SELECT t.agent_id, encode(t.trace_id, 'hex'), NULL::bigint, t.first_span_at, t.last_span_at,
-           coalesce((SELECT min(k.received_at) FROM span_keys k
-                     WHERE k.agent_id = t.agent_id AND k.trace_id = t.trace_id),
-                    t.last_received_at),
+           t.first_received_at,
            t.last_received_at, t.pending_spans, t.pending_bytes, 0, false, true
     FROM trace_sessions t
     WHERE t.session_id IS NULL AND t.orphan AND t.agent_id = %(agent_id)s

@@ -1,23 +1,24 @@
 """Stored spans, sessions and the span partitions.
 
 :func:`ingest` writes one OTLP batch inside the caller's transaction, in two statements and
-a COPY (three when a session nears its size cap):
+a COPY (more when a trace was seen before, or a session nears its size cap):
 
-1. ``span_key_claim_many`` inserts the spans' keys into ``span_keys`` (ON CONFLICT DO
-   NOTHING: a key that already exists is a retried export, and that span is not stored
-   again), then creates or locks the traces of the new spans: a trace whose session is
-   known keeps it; a trace whose root span is in the batch takes the root's session (its
-   spans that came earlier, counted as pending, move to it); any other trace stays pending
-   until its root comes;
-2. sessions the batch could take over ``max_session_bytes`` are locked
+1. ``trace_claim_many`` creates or locks the batch's traces: a trace whose session is known
+   keeps it; a trace whose root span is in the batch takes the root's session (its spans
+   that came earlier, counted as pending, move to it); any other trace stays pending until
+   its root comes;
+2. a span can already be stored only in a trace an earlier batch created (a retried export,
+   or a span sent again): ``span_find_stored`` looks those up, once the traces are locked,
+   and they are not stored again (nor a span twice in one batch);
+3. sessions the batch could take over ``max_session_bytes`` are locked
    (``session_lock_many``); spans that would take their session (or pending trace) over
-   the cap are refused and their keys given back; the rest are COPYed (binary) into
-   ``spans``;
-3. ``trace_session_write_many`` writes the changed traces and the sessions back and returns
+   the cap are refused; the rest are COPYed (binary) into ``spans``;
+4. ``trace_session_write_many`` writes the changed traces and the sessions back and returns
    the sessions a run waits on.
 
-Locks are taken keys first, then traces, then sessions, each in key order, so concurrent
-batches never deadlock.
+Locks are taken traces first, then sessions, each in key order, so concurrent batches never
+deadlock. A batch that carries a span of a trace waits for any other batch that holds the
+trace's lock, so the second of two copies of a span in flight at once sees the first.
 """
 
 from __future__ import annotations
@@ -83,14 +84,13 @@ async def ensure_partitions_ahead(conn: Conn, today: date, days_ahead: int) -> l
 
 
 async def drop_old_partitions(conn: Conn, today: date, retention_days: int) -> list[str]:
-    """Drop partitions of days before ``today - retention_days`` and forget the keys, traces
-    and sessions that only they referred to."""
+    """Drop partitions of days before ``today - retention_days`` and forget the traces and
+    sessions that only they referred to."""
     cutoff_day = today - timedelta(days=retention_days)
     cutoff = datetime(cutoff_day.year, cutoff_day.month, cutoff_day.day, tzinfo=UTC)
     dropped = [
         row["dropped"] for row in await conn.all("span_partition_drop_before", cutoff=cutoff_day)
     ]
-    await conn.execute("span_key_delete_before", cutoff=cutoff)
     await conn.execute("trace_session_delete_before", cutoff=cutoff)
     await conn.execute("session_delete_before", cutoff=cutoff)
     return dropped
@@ -162,6 +162,8 @@ class _Bucket:
     added_bytes: int = 0
     rejected: int = 0
     truncated: bool = False
+    changed: bool = False
+    """The batch brings it a span (stored or refused), or a trace's held spans."""
     first: datetime | None = None
     last: datetime | None = None
 
@@ -206,8 +208,8 @@ async def ingest(
         else:
             group.append(span)
 
-    # 1-2. claim the keys; create or lock the traces of the new spans. A trace's times are
-    # those of all its spans here (a span refused by the cap below still widens them).
+    # 1. create or lock the traces. A trace's times are those of all its spans here (a span
+    # refused by the cap below still widens them).
     batch = []
     batch_bytes: dict[bytes, int] = {}
     for trace_id, group in by_trace.items():
@@ -221,12 +223,16 @@ async def ingest(
         )
         batch_bytes[trace_id] = sum(s.size for s in group)
     rows = await conn.all(
-        "span_key_claim_many",
+        "trace_claim_many",
         agent_id=agent_id,
-        trace_ids=b"".join(s.trace_id for s in spans),
-        span_ids=b"".join(s.span_id for s in spans),
         received_at=received_at,
         traces=_json.encode(batch).decode(),
+    )
+
+    # 2. the spans stored already, in traces an earlier batch created; a span twice in this
+    # batch is stored once
+    seen = await _stored_spans(
+        conn, agent_id, [by_trace[r["trace_id"]] for r in rows if r["earlier"]]
     )
 
     # 3. what each trace's spans count against: its session, or the trace while its root
@@ -236,10 +242,8 @@ async def ingest(
     pending: dict[bytes, _Bucket] = {}
     bucket_of: dict[bytes, _Bucket] = {}
     reach: dict[str, int] = {}
-    claimed = 0
     for row in rows:
         session_id = row["session_id"]
-        claimed += row["new_spans"]
         if session_id is not None:
             reach[session_id] = (
                 reach.get(session_id, row["session_bytes"] or 0)
@@ -276,31 +280,26 @@ async def ingest(
                 bucket.bytes += moved
                 bucket.added_bytes += moved
                 bucket.spans += row["pending_spans"]
+                bucket.changed = True
                 bucket.add_times(row["first_span_at"], row["last_span_at"])
                 if moved and bucket.bytes > max_session_bytes:
                     bucket.truncated = True
         bucket_of[trace_id] = bucket
-    new_keys: set[tuple[bytes, bytes]] | None = None
-    if claimed < len(spans):  # a retry, or a span twice in the batch: find what is new
-        new_keys = set()
-        for row in rows:
-            ids = row["new_span_ids"]
-            new_keys.update((row["trace_id"], ids[i : i + 8]) for i in range(0, len(ids), 8))
 
     # 4. the size cap: a span that would take its session (or pending trace) over it is
-    # refused, and its key given back (an unlocked session cannot reach it here)
+    # refused (an unlocked session cannot reach it here)
     accepted: list[Incoming] = []
     refused: list[Incoming] = []
     times: dict[bytes, list[int]] = {}
     for span in spans:
         trace_id = span.trace_id
-        if new_keys is not None:
-            key = (trace_id, span.span_id)
-            if key not in new_keys:
-                result.duplicates += 1
-                continue
-            new_keys.discard(key)  # a span twice in one batch is stored once
+        key = trace_id + span.span_id
+        if key in seen:
+            result.duplicates += 1
+            continue
+        seen.add(key)
         bucket = bucket_of[trace_id]
+        bucket.changed = True
         size = span.size
         if bucket.bytes + size > max_session_bytes:
             bucket.rejected += 1
@@ -319,13 +318,6 @@ async def ingest(
             if span.end_ns > span_times[1]:
                 span_times[1] = span.end_ns
         accepted.append(span)
-    if refused:
-        await conn.execute(
-            "span_key_delete_many",
-            agent_id=agent_id,
-            trace_ids=b"".join(s.trace_id for s in refused),
-            span_ids=b"".join(s.span_id for s in refused),
-        )
     if accepted:
         await _copy_spans(conn, agent_id, accepted, received_at)
 
@@ -365,6 +357,7 @@ async def ingest(
                     "last_span_at": bucket.last,
                 }
                 for session_id, bucket in sorted(sessions.items())
+                if bucket.changed
             ]
         ).decode(),
     )
@@ -376,10 +369,29 @@ async def ingest(
     result.stored = len(accepted)
     result.refused = len(refused)
     result.refused_sessions = sorted(s for s, b in sessions.items() if b.rejected)
-    result.touched = sorted(sessions)
+    result.touched = sorted(s for s, b in sessions.items() if b.changed)
     if any(b.rejected for b in pending.values()):
         result.refused_sessions.append("(traces whose root span has not arrived)")
     return result
+
+
+async def _stored_spans(conn: Conn, agent_id: int, groups: list[list[Incoming]]) -> set[bytes]:
+    """Which of these spans (of traces an earlier batch created) are stored: their trace id
+    and span id, concatenated."""
+    if not groups:
+        return set()
+    spans = [s for group in groups for s in group]
+    rows = await conn.all(
+        "span_find_stored",
+        agent_id=agent_id,
+        trace_ids=b"".join(s.trace_id for s in spans),
+        span_ids=b"".join(s.span_id for s in spans),
+    )
+    stored: set[bytes] = set()
+    for row in rows:
+        trace_id, ids = row["trace_id"], row["span_ids"]
+        stored.update(trace_id + ids[i : i + 8] for i in range(0, len(ids), 8))
+    return stored
 
 
 async def _copy_spans(

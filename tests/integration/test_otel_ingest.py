@@ -362,3 +362,66 @@ def test_concurrent_exports_never_take_a_session_over_its_cap(database_url, tmp_
         assert row["truncated"] and row["rejected"] == refused and row["spans"] == stored
     finally:
         server.stop()
+
+
+def test_a_retried_export_leaves_its_sessions_as_they_were(server, agent_token):
+    """A retry that brings nothing new neither stores a span nor touches its session."""
+    with recorder() as (tracer, memory):
+        agent_session(tracer, "s1")
+        spans = memory.get_finished_spans()
+    export = exporter(server, agent_token)
+    assert export.export(spans) == SpanExportResult.SUCCESS
+    query = "SELECT span_count, bytes, last_received_at FROM sessions WHERE session_id = 's1'"
+    with psycopg.connect(server.db_url) as conn:
+        before = conn.execute(query).fetchone()
+    assert export.export(spans) == SpanExportResult.SUCCESS
+    with psycopg.connect(server.db_url) as conn:
+        after = conn.execute(query).fetchone()
+    assert len(stored_spans(server)) == 3
+    assert after == before
+
+
+def test_a_copy_stored_while_the_batch_waits_for_its_trace_is_seen(server, agent_token):
+    """Two copies of a new trace's spans in flight at once: the batch that waits for the
+    other's lock on the trace stores only what the other did not. Here the other is a
+    transaction held open by the test (a trace created with one of the spans, as an earlier
+    batch would); the export waits for it, then finds that span stored."""
+    import threading
+    import time
+
+    with recorder() as (tracer, memory):
+        agent_session(tracer, "s1")
+        spans = memory.get_finished_spans()
+    root = next(s for s in spans if s.parent is None)
+    trace_id = root.context.trace_id.to_bytes(16, "big")
+    span_id = root.context.span_id.to_bytes(8, "big")
+    with psycopg.connect(server.db_url) as other:
+        agent_id = other.execute("SELECT id FROM agents WHERE name = 'bot'").fetchone()[0]
+        other.execute(
+            "INSERT INTO trace_sessions (agent_id, trace_id, session_id, first_received_at, "
+            "last_received_at) VALUES (%s, %s, 's1', now() - interval '1 minute', now())",
+            [agent_id, trace_id],
+        )
+        other.execute(
+            "INSERT INTO spans (received_at, agent_id, trace_id, span_id, name, kind, start_ns, "
+            "end_ns, status_code, body, resource, size) "
+            "VALUES (now(), %s, %s, %s, 'agent', 1, 1, 2, 0, '', '', 100)",
+            [agent_id, trace_id, span_id],
+        )
+        answers = []
+        export = exporter(server, agent_token)
+        sender = threading.Thread(target=lambda: answers.append(export.export(spans)))
+        sender.start()
+        deadline = time.monotonic() + 10
+        with psycopg.connect(server.db_url) as watch:
+            while not watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            ).fetchone()[0]:
+                assert time.monotonic() < deadline, "the export never waited for the trace"
+                time.sleep(0.02)
+        other.commit()
+        sender.join(10)
+    assert answers == [SpanExportResult.SUCCESS]
+    stored = [s[1] for s in stored_spans(server)]
+    assert sorted(stored) == sorted(f"{s.context.span_id:016x}" for s in spans)
+    assert sessions(server)["s1"]["spans"] == 2  # the root came with the other copy

@@ -205,6 +205,14 @@ class Collector:
         self.names[agent_id] = (now + MAPPING_TTL_SECONDS, names)
         return names
 
+    async def cached_session_names(self, db: Database, agent_id: int) -> list[str]:
+        """:meth:`session_names`, on a connection of its own when the cache has none."""
+        cached = self.names.get(agent_id)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        async with db.connection() as conn:
+            return await self.session_names(conn, agent_id)
+
     async def ensure_day(self, db: Database, day: date) -> None:
         if day in self.days:
             return
@@ -404,8 +412,8 @@ async def _store_once(
     exact: bool,
 ) -> store.IngestResult:
     settings = call.settings.otel
-    async with call.db.transaction() as conn:
-        names = await state.session_names(conn, agent_id)
+    names = await state.cached_session_names(call.db, agent_id)
+    async with call.db.pipelined_transaction() as conn:
         result = await store.ingest(
             conn,
             agent_id,

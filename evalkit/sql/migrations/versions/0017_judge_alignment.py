@@ -7,7 +7,7 @@ Revises: 0015
 from evalkit.sql.migrate import run_sql_file
 
 revision = "0017"
-down_revision = "0015"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 
