@@ -123,7 +123,9 @@ async def sdk_steps(call: Call) -> wire.SdkBatchResult:
                 )
             actor = engine.driver_actor("sdk", call.actor.username)
             facts = row.facts
-            applied = await engine.record_all(conn, body.steps, facts, actor=actor)
+            applied = await engine.record_all(
+                conn, body.steps, facts, actor=actor, scores_itself=True
+            )
             last = {step.run_id: done for step, done in zip(body.steps, applied, strict=True)}
             scored: list[int] = []
             todo = [s for s in body.scores if last.get(s.run_id, True) and s.scores]
@@ -133,7 +135,16 @@ async def sdk_steps(call: Call) -> wire.SdkBatchResult:
                     clipped = [_clipped(s) for s in batch.scores]
                     await store.insert_python_scores(conn, batch.run_id, round_, clipped)
                     scored.append(batch.run_id)
+            # After the Python scores: the server's evaluators see them, as its job would.
+            reached = [
+                step
+                for step, done in zip(body.steps, applied, strict=True)
+                if done and step.to_state == "scoring"
+            ]
+            in_place = await engine.score_in_place(conn, reached, facts)
             states = await store.run_states(conn, experiment_id, ids)
+        if in_place:
+            await engine.close_after_commit(conn, experiment_id)
     return wire.SdkBatchResult(
         applied=applied, states={str(k): v for k, v in states.items()}, scored=scored
     )
