@@ -131,10 +131,11 @@ async def sdk_steps(call: Call) -> wire.SdkBatchResult:
             todo = [s for s in body.scores if last.get(s.run_id, True) and s.scores]
             if todo:
                 round_ = await scores_store.run_round(conn, todo[0].run_id)
+                given: dict[int, list[wire.PythonScore]] = {}
                 for batch in todo:
-                    clipped = [_clipped(s) for s in batch.scores]
-                    await store.insert_python_scores(conn, batch.run_id, round_, clipped)
-                    scored.append(batch.run_id)
+                    given.setdefault(batch.run_id, []).extend(_clipped(s) for s in batch.scores)
+                await store.insert_python_scores_of_runs(conn, round_, given)
+                scored.extend(given)
             # After the Python scores: the server's evaluators see them, as its job would.
             reached = [
                 step
