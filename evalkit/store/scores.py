@@ -132,22 +132,28 @@ async def insert_scores_of_runs(
     pairs = [(run_id, item) for run_id, found in items.items() for item in found]
     if not pairs:
         return
-    await conn.execute(
-        "scores_insert",
-        run_ids=[run_id for run_id, _ in pairs],
-        round=round,
-        names=[i.name for _, i in pairs],
-        values=[i.value for _, i in pairs],
-        kinds=[i.kind for _, i in pairs],
-        explanations=[i.explanation for _, i in pairs],
-        errors=[i.error for _, i in pairs],
-        skipped=[i.skipped for _, i in pairs],
-        evaluators=[i.evaluator for _, i in pairs],
-        versions=[i.evaluator_version for _, i in pairs],
-        judge_models=[i.judge_model for _, i in pairs],
-        prompt_hashes=[i.prompt_hash for _, i in pairs],
-        raws=[None if i.raw is None else _json.encode(i.raw).decode() for _, i in pairs],
-    )
+    evaluators = [item.evaluator for _, item in pairs]
+    await conn.execute("scores_insert", round=round, **score_columns(pairs, evaluators))
+
+
+def score_columns(pairs: list[tuple[int, Any]], evaluators: list[str]) -> dict[str, list[Any]]:
+    """The array parameters of a statement that stores scores (``scores_insert``,
+    ``sdk_scores_upsert``): (run id, score) pairs, any score with ScoreItem's fields, and
+    each one's evaluator identity."""
+    return {
+        "run_ids": [run_id for run_id, _ in pairs],
+        "names": [s.name for _, s in pairs],
+        "values": [s.value for _, s in pairs],
+        "kinds": [s.kind for _, s in pairs],
+        "explanations": [s.explanation for _, s in pairs],
+        "errors": [s.error for _, s in pairs],
+        "skipped": [s.skipped for _, s in pairs],
+        "evaluators": evaluators,
+        "versions": [s.evaluator_version for _, s in pairs],
+        "judge_models": [s.judge_model for _, s in pairs],
+        "prompt_hashes": [s.prompt_hash for _, s in pairs],
+        "raws": [None if s.raw is None else _json.encode(s.raw).decode() for _, s in pairs],
+    }
 
 
 async def run_scores(conn: Conn, run_id: int, round: int | None = None) -> list[wire.Score]:

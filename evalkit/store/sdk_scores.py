@@ -6,15 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import msgspec
-
 from evalkit.cases.suite import apply_overlay
 from evalkit.db import Conn
 from evalkit.model import sdk as wire
 from evalkit.model.runs import TrajectoryRecord
 from evalkit.store import runs as runs_store
-
-_json = msgspec.json.Encoder()
+from evalkit.store import scores as scores_store
 
 
 async def experiment_cases(conn: Conn, experiment_id: int) -> list[wire.PinnedCase]:
@@ -55,21 +52,9 @@ async def insert_python_scores_of_runs(
     pairs = [(run_id, score) for (run_id, _), score in first.items()]
     if not pairs:
         return {}
+    evaluators = [_identity(s) for _, s in pairs]
     rows = await conn.all(
-        "sdk_scores_upsert",
-        run_ids=[run_id for run_id, _ in pairs],
-        round=round,
-        names=[s.name for _, s in pairs],
-        values=[s.value for _, s in pairs],
-        kinds=[s.kind for _, s in pairs],
-        explanations=[s.explanation for _, s in pairs],
-        errors=[s.error for _, s in pairs],
-        skipped=[s.skipped for _, s in pairs],
-        evaluators=[_identity(s) for _, s in pairs],
-        versions=[s.evaluator_version for _, s in pairs],
-        judge_models=[s.judge_model for _, s in pairs],
-        prompt_hashes=[s.prompt_hash for _, s in pairs],
-        raws=[None if s.raw is None else _json.encode(s.raw).decode() for _, s in pairs],
+        "sdk_scores_upsert", round=round, **scores_store.score_columns(pairs, evaluators)
     )
     written: dict[int, list[str]] = {}
     for row in rows:
