@@ -18,6 +18,7 @@ from evalkit.jobs.settle import trajectory_from_spans
 from evalkit.model import sdk as wire
 from evalkit.model.harness import FINAL_STATUSES
 from evalkit.model.names import whole_number
+from evalkit.model.runs import TERMINAL
 from evalkit.runs import engine
 from evalkit.store import runs as runs_store
 from evalkit.store import scores as scores_store
@@ -144,7 +145,7 @@ async def sdk_steps(call: Call) -> wire.SdkBatchResult:
             ]
             in_place = await engine.score_in_place(conn, reached, facts)
             states = await store.run_states(conn, experiment_id, ids)
-        if in_place:
+        if in_place or any(s.to_state in TERMINAL for s in body.steps):
             await engine.close_after_commit(conn, experiment_id)
     return wire.SdkBatchResult(
         applied=applied, states={str(k): v for k, v in states.items()}, scored=scored
