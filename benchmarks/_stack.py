@@ -142,10 +142,12 @@ def local_stack(worker_concurrency: int) -> Iterator[Stack]:
 
 
 def run_in_tree(tree: Path, script: Path, passed: list[str]) -> str:
-    """Run ``script`` with ``tree``'s Python and ``tree``'s evalkit (for ``--against``): its
+    """Run ``script`` with ``tree``'s Python (this one when the tree has no ``.venv``, as
+    an unpacked ``git archive`` has not) and ``tree``'s evalkit (for ``--against``): its
     stdout, or exit with what it printed when it failed."""
+    python = tree / ".venv" / "bin" / "python"
     done = subprocess.run(
-        [str(tree / ".venv" / "bin" / "python"), str(script), *passed],
+        [str(python) if python.exists() else sys.executable, str(script), *passed],
         cwd=tree,
         env={**os.environ, "PYTHONPATH": str(tree)},
         capture_output=True,

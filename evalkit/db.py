@@ -136,6 +136,14 @@ class Conn:
         async with self._run(query, params) as cur:
             return await cur.fetchall()
 
+    async def all_decoding_json(
+        self, query: str, decode: Callable[[Buffer], Any], /, **params: Any
+    ) -> list[Row]:
+        """:meth:`all`, with each ``json`` column given by ``decode`` (see
+        :meth:`one_decoding_json`)."""
+        async with self._run(query, params, json=decode) as cur:
+            return await cur.fetchall()
+
     async def execute(self, query: str, /, **params: Any) -> int:
         async with self._run(query, params) as cur:
             return cur.rowcount

@@ -81,6 +81,25 @@ async def defer_advance(conn: Conn | None, run_id: int, *, after: float = 0) -> 
     await defer(conn, ADVANCE_RUN, queueing_lock=run_lock(run_id), schedule_in=after, run_id=run_id)
 
 
+async def defer_advances(conn: Conn, run_ids: list[int]) -> None:
+    """Queue a step of each run, in the caller's transaction, as :func:`defer_advance`
+    would one by one, in two statements (see :func:`defer_settles`)."""
+    if not run_ids:
+        return
+    locks = {run_lock(run_id): run_id for run_id in run_ids}
+    waiting = await procrastinate_adapter.waiting_locks(conn, locks)
+    todo = {lock: run_id for lock, run_id in locks.items() if lock not in waiting}
+    if not todo:
+        return
+    try:
+        await procrastinate_adapter.defer_under_locks(
+            app, conn, ADVANCE_RUN, {lock: {"run_id": run_id} for lock, run_id in todo.items()}
+        )
+    except AlreadyEnqueued:
+        for run_id in todo.values():
+            await defer_advance(conn, run_id)
+
+
 async def defer_dispatch(conn: Conn | None, agent_id: int) -> None:
     """Queue a claim of the agent's free slots."""
     await defer(conn, DISPATCH_AGENT, queueing_lock=dispatch_lock(agent_id), agent_id=agent_id)

@@ -138,7 +138,8 @@ class RunEvent(Output, kw_only=True):
     at: datetime
     actor: str
     """Who took the step: ``worker`` (the server's jobs), ``sweep`` (its safety net),
-    ``cli:<user>`` or ``sdk:<user>`` (a driver posting steps)."""
+    ``server`` (the end of an SDK run the edge scored in place), ``cli:<user>`` or
+    ``sdk:<user>`` (a driver posting steps)."""
     from_state: RunState
     to_state: RunState
     attempts: int

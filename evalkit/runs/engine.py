@@ -7,7 +7,8 @@ follows a recorded step, in the caller's transaction, once:
 
 - a run that reached ``collecting`` and waits for its spans wakes its session's settle job;
 - a run that reached ``scoring`` is queued for the server's scoring, unless the caller
-  scores it itself (the server's own job goes on with it);
+  scores it itself (the server's own job goes on with it; the SDK's batch scores in place,
+  with :func:`score_in_place`, what needs nothing outside evalkit);
 - a trajectory built from traces links the session to its run;
 - a run that ended may close its experiment.
 
@@ -34,8 +35,9 @@ from evalkit.jobs import queue
 from evalkit.model import runs as wire
 from evalkit.model.harness import Capabilities
 from evalkit.model.names import parse_ref
-from evalkit.model.runs import TERMINAL, ExperimentFacts, Transition
+from evalkit.model.runs import TERMINAL, ExperimentFacts, RunPosition, Transition
 from evalkit.runs import machine
+from evalkit.scoring import run as scoring_run
 from evalkit.store import agents, datasets
 from evalkit.store import runs as store
 from evalkit.store.agents import AgentRow
@@ -47,6 +49,8 @@ SWEEP = "sweep"
 """The actor of steps the server's safety net takes (giving up on a run)."""
 SETTLE = "settle"
 """The actor of a traced run's trajectory attached by the settle job."""
+SERVER = "server"
+"""The actor of the end of a run the edge scored in place (:func:`score_in_place`)."""
 
 GIVE_UP_TRIES = 5
 
@@ -93,6 +97,52 @@ async def record_all(
     if ended:
         await store.finish_experiment_if_done(conn, facts.experiment_id)
     return applied
+
+
+async def score_in_place(
+    conn: Conn, reached: Sequence[Transition], facts: ExperimentFacts
+) -> list[int]:
+    """Finish the runs that ``reached`` scoring in the caller's transaction (steps recorded
+    with ``scores_itself``, after the scores the caller was given were stored): those whose
+    evaluators call nothing outside evalkit are scored here and their step to done or
+    failed recorded; the others are queued for the server's scoring. Returns the runs
+    scored here.
+
+    A worker's scoring job would cost a dozen transactions a run; this is a few statements
+    in the transaction that brought the run to scoring, so a crash leaves the run either
+    before scoring or ended, with its scores."""
+    if not reached:
+        return []
+    contexts = await scoring_run.score_in_place(conn, [t.run_id for t in reached])
+    ends = [
+        machine.scored(
+            RunPosition(
+                run_id=t.run_id,
+                experiment_id=facts.experiment_id,
+                state="scoring",
+                attempts=t.attempts,
+            ),
+            harness_status=contexts[t.run_id].harness_status,
+            timed_out=contexts[t.run_id].timed_out,
+        )
+        for t in reached
+        if t.run_id in contexts
+    ]
+    applied = await record_all(conn, ends, facts, actor=SERVER, scores_itself=True)
+    moved = [t.run_id for t, done in zip(ends, applied, strict=True) if not done]
+    if moved:
+        # This transaction holds these runs since it moved them to scoring: only a bug gets
+        # here, and rolling back is better than a run left in scoring with no job.
+        raise EvalkitError(f"run {moved[0]} left scoring while the server scored it in place")
+    await queue.defer_advances(conn, [t.run_id for t in reached if t.run_id not in contexts])
+    return sorted(contexts)
+
+
+async def close_after_commit(conn: Conn, experiment_id: int) -> None:
+    """Close the experiment if no run of it is live, on an autocommit connection after a
+    transaction that ended runs in place: that transaction's own check could not see a run
+    a worker ended meanwhile (and the worker's could not see this transaction's runs)."""
+    await store.finish_experiment_if_done(conn, experiment_id)
 
 
 async def _write(conn: Conn, step: Transition, actor: str) -> bool:

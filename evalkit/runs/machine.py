@@ -362,13 +362,17 @@ async def _score(work: RunWork, env: Env) -> Step:
     if env.score is None:
         return Step(None, handoff=True)
     await env.score(work)  # evaluator errors are recorded on the scores, never raised
-    if not agent_failed(work.harness_status, work.timed_out):
-        return Step(transition(work, "done"))
-    if work.harness_status == "stopped":
-        return Step(
-            transition(work, "failed", error="the harness stopped the run before it finished")
-        )
-    return Step(transition(work, "failed"))
+    return Step(scored(work, harness_status=work.harness_status, timed_out=work.timed_out))
+
+
+def scored(run: Position, *, harness_status: str | None, timed_out: bool) -> Transition:
+    """scoring -> done, or failed when the agent failed the run: its scores are stored
+    (by the server's job, or in place with the step that brought it to scoring)."""
+    if not agent_failed(harness_status, timed_out):
+        return transition(run, "done")
+    if harness_status == "stopped":
+        return transition(run, "failed", error="the harness stopped the run before it finished")
+    return transition(run, "failed")
 
 
 # --------------------------------------------------------------------------- helpers

@@ -32,13 +32,14 @@ import msgspec
 from evalkit.auth.secrets import SecretBox
 from evalkit.cases.model import BUILTIN_EVALUATORS, JudgeConfig
 from evalkit.config import Settings
-from evalkit.db import Database
+from evalkit.db import Conn, Database
 from evalkit.errors import EvalkitError
 from evalkit.model.runs import agent_failed
 from evalkit.scoring import judge, judge_library, remote
 from evalkit.scoring.builtins import BUILTINS, EVALUATOR_VERSION, EvaluatorError
 from evalkit.scoring.judge_prompt import Example
 from evalkit.scoring.model import RunContext, ScoreItem, ScoreKind, not_judged_reason
+from evalkit.store import evaluators as evaluator_store
 from evalkit.store import judge_alignment as alignment
 from evalkit.store import runs as runs_store
 from evalkit.store import scores as store
@@ -50,6 +51,7 @@ __all__ = [
     "Services",
     "evaluate",
     "identities",
+    "score_in_place",
     "score_run",
     "select_evaluators",
     "selector_names",
@@ -165,24 +167,12 @@ async def score_run(
     async with db.connection() as conn:
         loaded = await store.run_context(conn, run_id, round)
     ctx, round_ = loaded.ctx, loaded.round
-    todo = [
-        s
-        for s in select_evaluators(ctx.case.get("evaluators"), only)
-        if s.identity not in loaded.stored
-    ]
-    if loaded.driver == "sdk" and any(s.key == "judge" for s in todo):
-        # run_experiment said its process grades the rubrics (with its judge and key): it
-        # posts the judge's score itself, so grading here too would give a second verdict.
-        async with db.connection() as conn:
-            if await runs_store.judged_by_sdk(conn, ctx.experiment_id):
-                todo = [s for s in todo if s.key != "judge"]
+    not_judged, todo = _plan(loaded, only)
     computed: list[ScoreItem] = []
-    if agent_failed(ctx.harness_status, ctx.timed_out):
-        not_judged = [_not_judged(s, ctx) for s in todo if s.kind == "evaluator"]
+    if not_judged:
         async with db.connection() as conn:
             await store.insert_scores(conn, run_id, round_, not_judged)
         computed.extend(not_judged)
-        todo = [s for s in todo if s.kind == "gauge"]
 
     async def save(items: list[ScoreItem]) -> None:
         async with db.connection() as conn:
@@ -216,7 +206,7 @@ async def evaluate(
 
     async def local(chosen: list[Selected]) -> None:
         # Built-ins take microseconds: run them one after the other, store them at once.
-        items = _unique([i for s in chosen for i in await _guarded(s, ctx, services, timeout)])
+        items = await _builtin_scores(chosen, ctx, services, timeout)
         await save(items)
         computed.extend(items)
 
@@ -232,6 +222,109 @@ async def evaluate(
     others = [s for s in selected if s.key not in BUILTINS]
     await asyncio.gather(*([local(builtins)] if builtins else []), *(one(s) for s in others))
     return computed
+
+
+def _plan(loaded: store.Loaded, only: list[str] | None) -> tuple[list[ScoreItem], list[Selected]]:
+    """What scoring the run in its round takes: the scores it gets without running anything
+    (a run the agent failed: each evaluator skipped, saying why), and the evaluators to run
+    (those that stored no score in the round yet)."""
+    ctx = loaded.ctx
+    todo = [
+        s
+        for s in select_evaluators(ctx.case.get("evaluators"), only)
+        if s.identity not in loaded.stored
+    ]
+    if loaded.driver == "sdk" and loaded.judged_by_sdk:
+        # run_experiment said its process grades the rubrics (with its judge and key): it
+        # posts the judge's score itself, so grading here too would give a second verdict.
+        todo = [s for s in todo if s.key != "judge"]
+    if agent_failed(ctx.harness_status, ctx.timed_out):
+        not_judged = [_not_judged(s, ctx) for s in todo if s.kind == "evaluator"]
+        return not_judged, [s for s in todo if s.kind == "gauge"]
+    return [], todo
+
+
+async def _builtin_scores(
+    selected: list[Selected], ctx: RunContext, services: Services, timeout: float
+) -> list[ScoreItem]:
+    return _unique([i for s in selected for i in await _guarded(s, ctx, services, timeout)])
+
+
+# --------------------------------------------------------------------------- in place
+
+
+async def score_in_place(conn: Conn, run_ids: list[int]) -> dict[int, RunContext]:
+    """Score, on ``conn`` and in its transaction, each run among ``run_ids`` (in scoring, in
+    their experiments' current round) whose evaluators call nothing outside evalkit: the
+    built-ins and gauges, a custom evaluator that the agent's workspace has no remote
+    evaluator for (its score is the Python evaluator's, already stored, or a skip), a judge
+    the SDK's process grades, and any evaluator a run the agent failed skips. Returns the
+    context of each run scored (what its step to done or failed is built from); the others
+    need the server's scoring job.
+
+    The scores are those :func:`score_run` stores for the same run: the same plan, the same
+    evaluators, the same first-stored-wins order (``tests/integration/test_sdk_in_place.py``
+    compares the two)."""
+    loaded = await store.run_contexts(conn, run_ids)
+    plans = {found.ctx.run_id: (found, *_plan(found, None)) for found in loaded}
+    remote = await _remote_names(
+        conn, [(f.ctx.workspace_id, todo) for f, _, todo in plans.values()]
+    )
+    scored: dict[int, RunContext] = {}
+    by_round: dict[int, dict[int, list[ScoreItem]]] = {}
+    for run_id, (found, not_judged, todo) in plans.items():
+        names = remote.get(found.ctx.workspace_id, set())
+        if not all(_calls_nothing_outside(s, names) for s in todo):
+            continue
+        items = list(not_judged)
+        items += await _builtin_scores(
+            [s for s in todo if s.key in BUILTINS], found.ctx, _OFFLINE, EVALUATOR_TIMEOUT_SECONDS
+        )
+        for selected in todo:
+            if selected.key not in BUILTINS:
+                items += await _guarded(selected, found.ctx, _OFFLINE, EVALUATOR_TIMEOUT_SECONDS)
+        by_round.setdefault(found.round, {})[run_id] = _first_of_each_name(items)
+        scored[run_id] = found.ctx
+    for round_, items_by_run in by_round.items():
+        await store.insert_scores_of_runs(conn, round_, items_by_run)
+    return scored
+
+
+def _calls_nothing_outside(selected: Selected, remote_names: set[str]) -> bool:
+    """Whether running ``selected`` stays inside evalkit: a built-in; a custom evaluator the
+    workspace has no remote evaluator for (a skip); a name evalkit does not know (an error
+    score). The judge and the library's judges call a model; a remote evaluator, its URL."""
+    if selected.key in BUILTINS or selected.identity == "unknown":
+        return True
+    if selected.key.startswith("custom."):
+        return selected.key.removeprefix("custom.") not in remote_names
+    if selected.key.startswith("judges."):
+        return selected.key.removeprefix("judges.") not in judge_library.LIBRARY
+    return False
+
+
+async def _remote_names(
+    conn: Conn, wanted: list[tuple[int, list[Selected]]]
+) -> dict[int, set[str]]:
+    """Which of the custom evaluators in ``wanted`` (by workspace) are remote evaluators
+    of that workspace."""
+    names: dict[int, set[str]] = {}
+    for workspace_id, todo in wanted:
+        for s in todo:
+            if s.key.startswith("custom."):
+                names.setdefault(workspace_id, set()).add(s.key.removeprefix("custom."))
+    return {
+        workspace_id: await evaluator_store.evaluator_names(conn, workspace_id, sorted(found))
+        for workspace_id, found in names.items()
+    }
+
+
+def _first_of_each_name(items: list[ScoreItem]) -> list[ScoreItem]:
+    """The first score of each name, as inserting them one after the other keeps it."""
+    first: dict[str, ScoreItem] = {}
+    for item in items:
+        first.setdefault(item.name, item)
+    return list(first.values())
 
 
 async def _guarded(
@@ -322,6 +415,24 @@ class Services:
                 base_url=setup.base_url,
                 prompt_hash=prompt_hash,
             )
+
+
+class _Offline(Services):
+    """What in-place scoring gives the evaluators it runs: no remote evaluators (it runs a
+    custom one only when the workspace has none of its name) and no judge (it never runs
+    one)."""
+
+    def __init__(self) -> None:
+        pass
+
+    async def judge(self, model: str | None) -> Any:
+        raise AssertionError("in-place scoring never runs the judge")
+
+    async def remotes(self, workspace_id: int) -> dict[str, Any]:
+        return {}
+
+
+_OFFLINE = _Offline()
 
 
 def _call_for(selected: Selected, services: Services) -> Call:

@@ -1,6 +1,12 @@
 """Group commit for run steps: the steps and scores that runs post while a request is in
 flight go together in the next one (``POST /api/experiments/{id}/sdk-steps``), so an
-instant task costs a fraction of a round trip per step, and nothing waits on a timer."""
+instant task costs a fraction of a round trip per step, and nothing waits on a timer.
+
+Up to :data:`IN_FLIGHT` requests go at once, so that the server works on one batch while
+this process prepares the next. A run's steps stay in order because a run never has two
+items queued or in flight: each caller waits for its item (or takes it back) before it
+posts the run's next step. A request that fails fails its own items, whose callers see
+the error; the others go on."""
 
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ from evalkit.sdk._link import SdkLink
 MAX_ITEMS = 256
 MAX_BYTES = 16 * 2**20
 """A request's trajectories, roughly: a larger one goes alone."""
+IN_FLIGHT = 2
+"""Requests at once (each a transaction on the server)."""
 
 
 @dataclass
@@ -30,7 +38,7 @@ class StepBatcher:
         self.link = link
         self.path = f"/api/experiments/{experiment_id}/sdk-steps"
         self.queue: list[_Item] = []
-        self.sender: asyncio.Task[None] | None = None
+        self.senders: set[asyncio.Task[None]] = set()
         self.requests = 0
 
     async def send(
@@ -49,8 +57,9 @@ class StepBatcher:
         done: asyncio.Future[list[bool]] = asyncio.get_running_loop().create_future()
         item = _Item(run_id, steps, scores or [], done, size)
         self.queue.append(item)
-        if self.sender is None or self.sender.done():
-            self.sender = asyncio.create_task(self._drain())
+        self.senders = {sender for sender in self.senders if not sender.done()}
+        if len(self.senders) < IN_FLIGHT:
+            self.senders.add(asyncio.create_task(self._drain()))
         return item
 
     def withdraw(self, item: _Item) -> bool:

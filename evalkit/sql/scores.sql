@@ -1,13 +1,15 @@
--- name: score_context_get :one
--- Everything an evaluator sees of one run: the run, its case version (and the version its
--- overlay patches), its trajectory, the experiment's capabilities and current round, the
--- agent's own provides; and which evaluators already stored scores in the round asked for
--- (null: the current one). A valid trajectory is cast to json, which Conn.one_decoding_json
--- hands to the caller's decoder as the text received (decoded into the ATIF Structs).
+-- name: score_context_list :many
+-- Everything an evaluator sees of each run among run_ids: the run, its case version (and the
+-- version its overlay patches), its trajectory, the experiment's capabilities and current
+-- round, whether the SDK's process grades its rubrics, the agent's own provides; and which
+-- evaluators already stored scores in the round asked for (null: the current one). A valid
+-- trajectory is cast to json, which Conn.all_decoding_json hands to the caller's decoder as
+-- the text received (decoded into the ATIF Structs).
 SELECT r.id AS run_id, r.experiment_id, r.case_id, r.repetition, r.state, r.harness_status,
        r.timed_out, r.answer, r.output, r.started_at,
        COALESCE(r.harness_done_at, r.finished_at) AS finished_at,
        e.model, e.capabilities, e.scoring_round, e.driver,
+       e.judge_by IS NOT DISTINCT FROM 'sdk' AS judged_by_sdk,
        COALESCE(%(round)s::integer, e.scoring_round) AS round,
        ARRAY(SELECT DISTINCT s.evaluator FROM scores s
              WHERE s.run_id = r.id
@@ -21,20 +23,22 @@ JOIN agents a ON a.id = r.agent_id
 JOIN case_versions v ON v.id = r.case_version_id
 LEFT JOIN case_versions tv ON tv.id = r.target_version_id
 LEFT JOIN trajectories t ON t.run_id = r.id
-WHERE r.id = %(run_id)s;
+WHERE r.id = ANY(%(run_ids)s::bigint[])
+ORDER BY r.id;
 
 -- name: scores_insert :exec
--- Scores of one run and round; a name already stored there is kept as it was.
+-- Scores of runs in one round (run_ids gives each score's run); a name already stored for
+-- the run and round is kept as it was.
 INSERT INTO scores (run_id, round, name, value, kind, explanation, error, skipped, evaluator,
                     evaluator_version, judge_model, prompt_hash, raw)
-SELECT %(run_id)s, %(round)s, s.name, s.value, s.kind, s.explanation, s.error, s.skipped,
+SELECT s.run_id, %(round)s, s.name, s.value, s.kind, s.explanation, s.error, s.skipped,
        s.evaluator, s.evaluator_version, s.judge_model, s.prompt_hash, s.raw::jsonb
-FROM unnest(%(names)s::text[], %(values)s::float8[], %(kinds)s::text[],
-            %(explanations)s::text[], %(errors)s::text[], %(skipped)s::text[],
-            %(evaluators)s::text[], %(versions)s::text[], %(judge_models)s::text[],
-            %(prompt_hashes)s::text[], %(raws)s::text[])
-     AS s (name, value, kind, explanation, error, skipped, evaluator, evaluator_version,
-           judge_model, prompt_hash, raw)
+FROM unnest(%(run_ids)s::bigint[], %(names)s::text[], %(values)s::float8[],
+            %(kinds)s::text[], %(explanations)s::text[], %(errors)s::text[],
+            %(skipped)s::text[], %(evaluators)s::text[], %(versions)s::text[],
+            %(judge_models)s::text[], %(prompt_hashes)s::text[], %(raws)s::text[])
+     AS s (run_id, name, value, kind, explanation, error, skipped, evaluator,
+           evaluator_version, judge_model, prompt_hash, raw)
 ON CONFLICT (run_id, round, name) DO NOTHING;
 
 -- name: scores_list_by_run :many

@@ -10,27 +10,27 @@ WHERE r.experiment_id = %(experiment_id)s
 ORDER BY r.case_id;
 
 -- name: sdk_scores_upsert :many
--- Scores the SDK's process gave one run in one round (Python evaluators, or its judge). A
--- name the run already has is kept, except the server's skip for a remote evaluator it does
--- not know (that name is the Python evaluator's): the new score takes its place. Returns
--- the names written.
+-- Scores the SDK's process gave runs in one round (Python evaluators, or its judge; run_ids
+-- gives each score's run). A name the run already has is kept, except the server's skip for
+-- a remote evaluator it does not know (that name is the Python evaluator's): the new score
+-- takes its place. Returns the runs and names written.
 INSERT INTO scores (run_id, round, name, value, kind, explanation, error, skipped, evaluator,
                     evaluator_version, judge_model, prompt_hash, raw)
-SELECT %(run_id)s, %(round)s, s.name, s.value, s.kind, s.explanation, s.error, s.skipped,
+SELECT s.run_id, %(round)s, s.name, s.value, s.kind, s.explanation, s.error, s.skipped,
        s.evaluator, s.evaluator_version, s.judge_model, s.prompt_hash, s.raw::jsonb
-FROM unnest(%(names)s::text[], %(values)s::float8[], %(kinds)s::text[],
-            %(explanations)s::text[], %(errors)s::text[], %(skipped)s::text[],
-            %(evaluators)s::text[], %(versions)s::text[], %(judge_models)s::text[],
-            %(prompt_hashes)s::text[], %(raws)s::text[])
-     AS s (name, value, kind, explanation, error, skipped, evaluator, evaluator_version,
-           judge_model, prompt_hash, raw)
+FROM unnest(%(run_ids)s::bigint[], %(names)s::text[], %(values)s::float8[],
+            %(kinds)s::text[], %(explanations)s::text[], %(errors)s::text[],
+            %(skipped)s::text[], %(evaluators)s::text[], %(versions)s::text[],
+            %(judge_models)s::text[], %(prompt_hashes)s::text[], %(raws)s::text[])
+     AS s (run_id, name, value, kind, explanation, error, skipped, evaluator,
+           evaluator_version, judge_model, prompt_hash, raw)
 ON CONFLICT (run_id, round, name) DO UPDATE
 SET value = excluded.value, kind = excluded.kind, explanation = excluded.explanation,
     error = excluded.error, skipped = excluded.skipped, evaluator = excluded.evaluator,
     evaluator_version = excluded.evaluator_version, judge_model = excluded.judge_model,
     prompt_hash = excluded.prompt_hash, raw = excluded.raw, created_at = now()
 WHERE scores.skipped IS NOT NULL AND starts_with(scores.evaluator, 'remote:')
-RETURNING name;
+RETURNING run_id, name;
 
 -- name: sdk_scores_carry_forward :exec
 -- Copy into a new round the previous round's scores, but those of the Python evaluators

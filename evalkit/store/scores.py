@@ -36,21 +36,33 @@ class Loaded(msgspec.Struct, kw_only=True):
     stored: frozenset[str]
     """Evaluators (``ScoreItem.evaluator``) that already stored scores in that round."""
     driver: str
+    judged_by_sdk: bool
+    """The SDK's process grades the experiment's rubrics (its judge is not the server's)."""
 
 
 async def run_context(conn: Conn, run_id: int, round: int | None = None) -> Loaded:
     """The run as its evaluators see it (see :func:`context_from_row`), in ``round``."""
-    row = await conn.one_decoding_json(
-        "score_context_get", _decode_trajectory, run_id=run_id, round=round
-    )
-    if row is None:
+    found = await run_contexts(conn, [run_id], round)
+    if not found:
         raise NotFound(f"no run {run_id}; see `evalkit experiments show ID`", code="no-such-run")
-    return Loaded(
-        ctx=context_from_row(row),
-        round=row["round"],
-        stored=frozenset(row["stored"]),
-        driver=row["driver"],
+    return found[0]
+
+
+async def run_contexts(conn: Conn, run_ids: list[int], round: int | None = None) -> list[Loaded]:
+    """:func:`run_context` of each run among ``run_ids`` that exists, in one statement."""
+    rows = await conn.all_decoding_json(
+        "score_context_list", _decode_trajectory, run_ids=run_ids, round=round
     )
+    return [
+        Loaded(
+            ctx=context_from_row(row),
+            round=row["round"],
+            stored=frozenset(row["stored"]),
+            driver=row["driver"],
+            judged_by_sdk=row["judged_by_sdk"],
+        )
+        for row in rows
+    ]
 
 
 def context_from_row(row: dict[str, Any]) -> RunContext:
@@ -110,24 +122,38 @@ def provides_of(
 
 async def insert_scores(conn: Conn, run_id: int, round: int, items: list[ScoreItem]) -> None:
     """Store ``items``; a name already stored for the run and round is left as it was."""
-    if not items:
+    await insert_scores_of_runs(conn, round, {run_id: items})
+
+
+async def insert_scores_of_runs(
+    conn: Conn, round: int, items: Mapping[int, list[ScoreItem]]
+) -> None:
+    """:func:`insert_scores` for several runs (``items`` by run id), in one statement."""
+    pairs = [(run_id, item) for run_id, found in items.items() for item in found]
+    if not pairs:
         return
-    await conn.execute(
-        "scores_insert",
-        run_id=run_id,
-        round=round,
-        names=[i.name for i in items],
-        values=[i.value for i in items],
-        kinds=[i.kind for i in items],
-        explanations=[i.explanation for i in items],
-        errors=[i.error for i in items],
-        skipped=[i.skipped for i in items],
-        evaluators=[i.evaluator for i in items],
-        versions=[i.evaluator_version for i in items],
-        judge_models=[i.judge_model for i in items],
-        prompt_hashes=[i.prompt_hash for i in items],
-        raws=[None if i.raw is None else _json.encode(i.raw).decode() for i in items],
-    )
+    evaluators = [item.evaluator for _, item in pairs]
+    await conn.execute("scores_insert", round=round, **score_columns(pairs, evaluators))
+
+
+def score_columns(pairs: list[tuple[int, Any]], evaluators: list[str]) -> dict[str, list[Any]]:
+    """The array parameters of a statement that stores scores (``scores_insert``,
+    ``sdk_scores_upsert``): (run id, score) pairs, any score with ScoreItem's fields, and
+    each one's evaluator identity."""
+    return {
+        "run_ids": [run_id for run_id, _ in pairs],
+        "names": [s.name for _, s in pairs],
+        "values": [s.value for _, s in pairs],
+        "kinds": [s.kind for _, s in pairs],
+        "explanations": [s.explanation for _, s in pairs],
+        "errors": [s.error for _, s in pairs],
+        "skipped": [s.skipped for _, s in pairs],
+        "evaluators": evaluators,
+        "versions": [s.evaluator_version for _, s in pairs],
+        "judge_models": [s.judge_model for _, s in pairs],
+        "prompt_hashes": [s.prompt_hash for _, s in pairs],
+        "raws": [None if s.raw is None else _json.encode(s.raw).decode() for _, s in pairs],
+    }
 
 
 async def run_scores(conn: Conn, run_id: int, round: int | None = None) -> list[wire.Score]:

@@ -3,17 +3,15 @@ rounds opened from a script, and traced trajectories read again."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
-
-import msgspec
 
 from evalkit.cases.suite import apply_overlay
 from evalkit.db import Conn
 from evalkit.model import sdk as wire
 from evalkit.model.runs import TrajectoryRecord
 from evalkit.store import runs as runs_store
-
-_json = msgspec.json.Encoder()
+from evalkit.store import scores as scores_store
 
 
 async def experiment_cases(conn: Conn, experiment_id: int) -> list[wire.PinnedCase]:
@@ -36,25 +34,32 @@ async def insert_python_scores(
     conn: Conn, run_id: int, round: int, scores: list[wire.PythonScore]
 ) -> list[str]:
     """Store the scores (evaluator ``python:<name>``); returns the names written."""
-    if not scores:
-        return []
+    written = await insert_python_scores_of_runs(conn, round, {run_id: scores})
+    return written.get(run_id, [])
+
+
+async def insert_python_scores_of_runs(
+    conn: Conn, round: int, scores: Mapping[int, list[wire.PythonScore]]
+) -> dict[int, list[str]]:
+    """:func:`insert_python_scores` for several runs (``scores`` by run id), in one
+    statement; the names written, by run. Of two scores of a run with one name the first is
+    kept, as storing them one after the other keeps it (one statement cannot write a row
+    twice)."""
+    first: dict[tuple[int, str], wire.PythonScore] = {}
+    for run_id, given in scores.items():
+        for score in given:
+            first.setdefault((run_id, score.name), score)
+    pairs = [(run_id, score) for (run_id, _), score in first.items()]
+    if not pairs:
+        return {}
+    evaluators = [_identity(s) for _, s in pairs]
     rows = await conn.all(
-        "sdk_scores_upsert",
-        run_id=run_id,
-        round=round,
-        names=[s.name for s in scores],
-        values=[s.value for s in scores],
-        kinds=[s.kind for s in scores],
-        explanations=[s.explanation for s in scores],
-        errors=[s.error for s in scores],
-        skipped=[s.skipped for s in scores],
-        evaluators=[_identity(s) for s in scores],
-        versions=[s.evaluator_version for s in scores],
-        judge_models=[s.judge_model for s in scores],
-        prompt_hashes=[s.prompt_hash for s in scores],
-        raws=[None if s.raw is None else _json.encode(s.raw).decode() for s in scores],
+        "sdk_scores_upsert", round=round, **scores_store.score_columns(pairs, evaluators)
     )
-    return [row["name"] for row in rows]
+    written: dict[int, list[str]] = {}
+    for row in rows:
+        written.setdefault(row["run_id"], []).append(row["name"])
+    return written
 
 
 def _identity(score: wire.PythonScore) -> str:

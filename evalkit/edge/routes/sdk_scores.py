@@ -18,6 +18,7 @@ from evalkit.jobs.settle import trajectory_from_spans
 from evalkit.model import sdk as wire
 from evalkit.model.harness import FINAL_STATUSES
 from evalkit.model.names import whole_number
+from evalkit.model.runs import TERMINAL
 from evalkit.runs import engine
 from evalkit.store import runs as runs_store
 from evalkit.store import scores as scores_store
@@ -123,17 +124,29 @@ async def sdk_steps(call: Call) -> wire.SdkBatchResult:
                 )
             actor = engine.driver_actor("sdk", call.actor.username)
             facts = row.facts
-            applied = await engine.record_all(conn, body.steps, facts, actor=actor)
+            applied = await engine.record_all(
+                conn, body.steps, facts, actor=actor, scores_itself=True
+            )
             last = {step.run_id: done for step, done in zip(body.steps, applied, strict=True)}
             scored: list[int] = []
             todo = [s for s in body.scores if last.get(s.run_id, True) and s.scores]
             if todo:
                 round_ = await scores_store.run_round(conn, todo[0].run_id)
+                given: dict[int, list[wire.PythonScore]] = {}
                 for batch in todo:
-                    clipped = [_clipped(s) for s in batch.scores]
-                    await store.insert_python_scores(conn, batch.run_id, round_, clipped)
-                    scored.append(batch.run_id)
+                    given.setdefault(batch.run_id, []).extend(_clipped(s) for s in batch.scores)
+                await store.insert_python_scores_of_runs(conn, round_, given)
+                scored.extend(given)
+            # After the Python scores: the server's evaluators see them, as its job would.
+            reached = [
+                step
+                for step, done in zip(body.steps, applied, strict=True)
+                if done and step.to_state == "scoring"
+            ]
+            in_place = await engine.score_in_place(conn, reached, facts)
             states = await store.run_states(conn, experiment_id, ids)
+        if in_place or any(s.to_state in TERMINAL for s in body.steps):
+            await engine.close_after_commit(conn, experiment_id)
     return wire.SdkBatchResult(
         applied=applied, states={str(k): v for k, v in states.items()}, scored=scored
     )
