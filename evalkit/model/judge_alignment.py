@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
+import msgspec
 from msgspec import Meta
 
 from evalkit.model.api import Input, Output
 from evalkit.model.stats import Agreement
-from evalkit.scoring.alignment import DEFAULT_EXAMPLES, MAX_EXAMPLES
-from evalkit.scoring.judge_prompt import Example
 
 ProposalStatus = Literal["grading", "ready", "accepted", "stale"]
+
+DEFAULT_EXAMPLES = 8
+"""Few-shot examples a proposal shows unless asked for another number."""
+MAX_EXAMPLES = 32
+
+
+class Example(msgspec.Struct, kw_only=True, frozen=True):
+    """A labelled run shown to the judge as a few-shot example (``evalkit judge align``):
+    the people's verdict on it, which may differ from the judge's."""
+
+    run_id: int
+    case_id: str
+    task: Any
+    answer: str
+    verdict: Literal["pass", "fail"]
+    why: str = ""
 
 
 class AlignRequest(Input, kw_only=True):

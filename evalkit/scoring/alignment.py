@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from evalkit.errors import BadRequest
+from evalkit.model.judge_alignment import Example
 from evalkit.scoring import judge_library
 from evalkit.scoring.agreement import people_verdict
-from evalkit.scoring.judge_prompt import PROMPT_HASH, Example, examples_hash
+from evalkit.scoring.judge_prompt import PROMPT_HASH, examples_hash
 from evalkit.scoring.stats import passes
 
 RUBRIC_SCORE = "judge"
-DEFAULT_EXAMPLES = 8
-MAX_EXAMPLES = 32
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,9 @@ import httpx
 import msgspec
 
 from evalkit.cases.model import JudgeConfig
+from evalkit.model.judge_alignment import Example
 from evalkit.scoring import judge
-from evalkit.scoring.judge_prompt import PROMPT_HASH, Example, build_messages, examples_hash
+from evalkit.scoring.judge_prompt import PROMPT_HASH, build_messages, examples_hash
 from evalkit.scoring.model import RunContext, ScoreItem
 
 __all__ = [

@@ -16,6 +16,7 @@ from msgspec import Meta
 
 from evalkit.atif.model import FinalMetrics, ImagePart, Message, Step, TextPart, Trajectory
 from evalkit.cases.model import JudgeConfig, canonical_json
+from evalkit.model.judge_alignment import Example
 from evalkit.scoring.model import RunContext
 
 __all__ = [
@@ -158,18 +159,6 @@ def _prompt_hash() -> str:
 PROMPT_HASH = _prompt_hash()
 """Identifies the prompt (every template above and the response schema); recorded on each
 judge score as ``prompt_hash``, so scores from different prompts can be told apart."""
-
-
-class Example(msgspec.Struct, kw_only=True, frozen=True):
-    """A labelled run shown to the judge as a few-shot example (``evalkit judge align``):
-    the people's verdict on it, which may differ from the judge's."""
-
-    run_id: int
-    case_id: str
-    task: Any
-    answer: str
-    verdict: Literal["pass", "fail"]
-    why: str = ""
 
 
 def examples_hash(base: str, examples: tuple[Example, ...] | list[Example]) -> str:

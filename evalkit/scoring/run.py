@@ -34,10 +34,10 @@ from evalkit.cases.model import BUILTIN_EVALUATORS, JudgeConfig
 from evalkit.config import Settings
 from evalkit.db import Conn, Database
 from evalkit.errors import EvalkitError
+from evalkit.model.judge_alignment import Example
 from evalkit.model.runs import agent_failed
 from evalkit.scoring import judge, judge_library, remote
 from evalkit.scoring.builtins import BUILTINS, EVALUATOR_VERSION, EvaluatorError
-from evalkit.scoring.judge_prompt import Example
 from evalkit.scoring.model import RunContext, ScoreItem, ScoreKind, not_judged_reason
 from evalkit.store import evaluators as evaluator_store
 from evalkit.store import judge_alignment as alignment

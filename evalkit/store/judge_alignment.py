@@ -11,9 +11,9 @@ from evalkit.cases.model import canonical_json
 from evalkit.cases.suite import apply_overlay
 from evalkit.db import Conn
 from evalkit.errors import NotFound
+from evalkit.model.judge_alignment import Example
 from evalkit.model.stats import Agreement
 from evalkit.scoring.alignment import Candidate
-from evalkit.scoring.judge_prompt import Example
 
 _json = msgspec.json.Encoder(order="sorted")
 

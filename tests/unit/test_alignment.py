@@ -7,9 +7,10 @@ import pytest
 
 from evalkit.cases.model import JudgeConfig
 from evalkit.errors import BadRequest
+from evalkit.model.judge_alignment import Example
 from evalkit.scoring import alignment
 from evalkit.scoring.judge_library import LIBRARY
-from evalkit.scoring.judge_prompt import PROMPT_HASH, Example, build_messages, examples_hash
+from evalkit.scoring.judge_prompt import PROMPT_HASH, build_messages, examples_hash
 from tests.unit.test_judge_prompt import context
 
 
