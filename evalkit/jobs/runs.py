@@ -23,7 +23,7 @@ from evalkit.harness.client import HarnessClient
 from evalkit.jobs import procrastinate_adapter, queue, runtime
 from evalkit.jobs.app import DATABASE_RETRY, app
 from evalkit.model.harness import Capabilities
-from evalkit.model.runs import IN_FLIGHT, TERMINAL, LoadedRun, RunWork
+from evalkit.model.runs import IN_FLIGHT, TERMINAL, ExperimentFacts, LoadedRun, RunWork, Transition
 from evalkit.runs import engine, machine
 from evalkit.scoring.run import score_run
 from evalkit.store import runs as store
@@ -146,14 +146,12 @@ async def _drive(db: Database, run_id: int) -> int | None:
         if result.handoff:
             break  # the settle job takes it from here (see evalkit.jobs.settle)
         if result.transition is not None:
-            async with db.connection() as conn:
-                applied = await engine.record(
-                    conn, result.transition, run.facts, actor=engine.WORKER, scores_itself=True
-                )
-            if not applied:
+            taken = await _record(db, result.transition, run.facts)
+            if not taken:
                 return None  # another driver moved it on: that one owns it now
             before = work.state
-            work = machine.advance(work, result.transition)
+            for step in taken:
+                work = machine.advance(work, step)
             freed = freed or (before in IN_FLIGHT and work.state not in IN_FLIGHT)
         if result.wait > 0 and work.state not in TERMINAL:
             await queue.defer_advance(None, run_id, after=result.wait)
@@ -163,6 +161,31 @@ async def _drive(db: Database, run_id: int) -> int | None:
     async with db.connection() as conn:
         claimed = await store.claim_runs(conn, run.facts.agent_id, limit=1, actor=engine.WORKER)
     return claimed[0] if claimed else None
+
+
+async def _record(db: Database, step: Transition, facts: ExperimentFacts) -> list[Transition]:
+    """Record ``step``; the steps recorded (none: another driver had moved the run on).
+
+    A step to scoring goes with the run's scores and its step to done or failed, in one
+    transaction, when nothing its case selects calls outside evalkit
+    (:func:`evalkit.runs.engine.score_in_place`): a few statements instead of a scoring
+    step's half a dozen transactions. Otherwise this job scores the run next."""
+    async with db.connection() as conn:
+        if step.to_state != "scoring":
+            applied = await engine.record(
+                conn, step, facts, actor=engine.WORKER, scores_itself=True
+            )
+            return [step] if applied else []
+        async with conn.transaction():
+            if not await engine.record(conn, step, facts, actor=engine.WORKER, scores_itself=True):
+                return []
+            ends = await engine.score_in_place(
+                conn, [step], facts, actor=engine.WORKER, queue_others=False
+            )
+        if ends:
+            # this transaction's close check could not see a run another job ended meanwhile
+            await engine.close_after_commit(conn, facts.experiment_id)
+    return [step, *ends]
 
 
 def _env(run: LoadedRun) -> machine.Env:

@@ -100,13 +100,19 @@ async def record_all(
 
 
 async def score_in_place(
-    conn: Conn, reached: Sequence[Transition], facts: ExperimentFacts
-) -> list[int]:
+    conn: Conn,
+    reached: Sequence[Transition],
+    facts: ExperimentFacts,
+    *,
+    actor: str = SERVER,
+    queue_others: bool = True,
+) -> list[Transition]:
     """Finish the runs that ``reached`` scoring in the caller's transaction (steps recorded
     with ``scores_itself``, after the scores the caller was given were stored): those whose
     evaluators call nothing outside evalkit are scored here and their step to done or
-    failed recorded; the others are queued for the server's scoring. Returns the runs
-    scored here.
+    failed recorded; the others are queued for the server's scoring (unless
+    ``queue_others`` is False: the caller, the server's own job, scores them next).
+    Returns the steps to done or failed recorded here.
 
     A worker's scoring job would cost a dozen transactions a run; this is a few statements
     in the transaction that brought the run to scoring, so a crash leaves the run either
@@ -128,14 +134,15 @@ async def score_in_place(
         for t in reached
         if t.run_id in contexts
     ]
-    applied = await record_all(conn, ends, facts, actor=SERVER, scores_itself=True)
+    applied = await record_all(conn, ends, facts, actor=actor, scores_itself=True)
     moved = [t.run_id for t, done in zip(ends, applied, strict=True) if not done]
     if moved:
         # This transaction holds these runs since it moved them to scoring: only a bug gets
         # here, and rolling back is better than a run left in scoring with no job.
         raise EvalkitError(f"run {moved[0]} left scoring while the server scored it in place")
-    await queue.defer_advances(conn, [t.run_id for t in reached if t.run_id not in contexts])
-    return sorted(contexts)
+    if queue_others:
+        await queue.defer_advances(conn, [t.run_id for t in reached if t.run_id not in contexts])
+    return ends
 
 
 async def close_after_commit(conn: Conn, experiment_id: int) -> None:
