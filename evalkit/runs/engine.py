@@ -83,9 +83,12 @@ async def record_all(
     *,
     actor: str,
     scores_itself: bool = False,
+    close: bool = True,
 ) -> list[bool]:
     """Record steps of runs of one experiment, in order, and run the work after each applied
-    one; the experiment is closed at most once, after the last."""
+    one; the experiment is closed at most once, after the last. A caller in a transaction
+    passes ``close=False`` and calls :func:`close_after_commit` once it committed: a check
+    inside the transaction could not see a run another transaction ended meanwhile."""
     applied: list[bool] = []
     ended = False
     for step in steps:
@@ -94,7 +97,7 @@ async def record_all(
         if done:
             await _after(conn, step, facts, scores_itself=scores_itself)
             ended = ended or step.to_state in TERMINAL
-    if ended:
+    if ended and close:
         await store.finish_experiment_if_done(conn, facts.experiment_id)
     return applied
 
@@ -112,7 +115,8 @@ async def score_in_place(
     evaluators call nothing outside evalkit are scored here and their step to done or
     failed recorded; the others are queued for the server's scoring (unless
     ``queue_others`` is False: the caller, the server's own job, scores them next).
-    Returns the steps to done or failed recorded here.
+    Returns the steps to done or failed recorded here: when there are any, the caller
+    calls :func:`close_after_commit` once its transaction committed.
 
     A worker's scoring job would cost a dozen transactions a run; this is a few statements
     in the transaction that brought the run to scoring, so a crash leaves the run either
@@ -134,7 +138,7 @@ async def score_in_place(
         for t in reached
         if t.run_id in contexts
     ]
-    applied = await record_all(conn, ends, facts, actor=actor, scores_itself=True)
+    applied = await record_all(conn, ends, facts, actor=actor, scores_itself=True, close=False)
     moved = [t.run_id for t, done in zip(ends, applied, strict=True) if not done]
     if moved:
         # This transaction holds these runs since it moved them to scoring: only a bug gets

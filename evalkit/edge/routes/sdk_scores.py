@@ -125,7 +125,7 @@ async def sdk_steps(call: Call) -> wire.SdkBatchResult:
             actor = engine.driver_actor("sdk", call.actor.username)
             facts = row.facts
             applied = await engine.record_all(
-                conn, body.steps, facts, actor=actor, scores_itself=True
+                conn, body.steps, facts, actor=actor, scores_itself=True, close=False
             )
             last = {step.run_id: done for step, done in zip(body.steps, applied, strict=True)}
             scored: list[int] = []
