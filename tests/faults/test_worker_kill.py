@@ -1051,7 +1051,9 @@ def test_kill_between_the_last_run_and_the_experiment_finish(database_url, tmp_p
     """The worker records the experiment's last run as done and dies before it closes the
     experiment. The job comes back, finds its run over, and must still close the
     experiment: nothing else will (no run of it is left to finish, and resume only moves
-    live runs). The test holds the experiment's row lock so the kill lands in between."""
+    live runs). The test holds the experiment's row lock so the kill lands in between: FOR
+    NO KEY UPDATE, which blocks the finish's UPDATE but not the key-share locks that the
+    foreign keys of the run's scores and steps take while the run is scored in place."""
     edge = start_server(database_url, tmp_path, worker=False, configure=fast_engine)
     ref = ReferenceHarness(Behaviour(run_seconds=0.1)).start()
     worker = WorkerProcess(database_url, edge.settings, tmp_path)
@@ -1060,7 +1062,9 @@ def test_kill_between_the_last_run_and_the_experiment_finish(database_url, tmp_p
         create_agent(edge, token, "dev", "ref", ref.url)
         experiment_id = start_experiment(edge, token, "ref@dev", case_ids=["add"])
         with psycopg.connect(database_url) as lock:
-            lock.execute("SELECT id FROM experiments WHERE id = %s FOR UPDATE", (experiment_id,))
+            lock.execute(
+                "SELECT id FROM experiments WHERE id = %s FOR NO KEY UPDATE", (experiment_id,)
+            )
             (holder,) = lock.execute("SELECT pg_backend_pid()").fetchone()  # type: ignore[misc]
             worker.start()
             until(lambda: blocked_by(database_url, holder), timeout=90, what="the finish")
