@@ -6,8 +6,10 @@ from __future__ import annotations
 import io
 import itertools
 import os
+import queue
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +17,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from argon2 import PasswordHasher
 
+from evalkit.auth import passwords
 from evalkit.config import Settings
 from evalkit.embedded import EmbeddedPostgres
 from evalkit.sql import migrate
@@ -23,6 +27,13 @@ from evalkit.sql import migrate
 TEST_DATABASE_ENV = "EVALKIT_TEST_DATABASE_URL"
 TEMPLATE = "evalkit_template"
 ADMIN_PASSWORD = "admin-password-1"
+
+# argon2id at the library's recommended cost takes 0.12 s of both cores a hash or a check,
+# and nearly every test creates the admin and logs in: the tests' own servers run the same
+# code with argon2id's cheapest parameters. Servers started as processes keep the real ones
+# (tests/security/test_password_hashing.py checks those).
+passwords._hasher = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+passwords._DUMMY_HASH = passwords._hasher.hash("a stand-in for a user who does not exist")
 
 
 def with_database(url: str, name: str) -> str:
@@ -77,20 +88,109 @@ def template_url(pg_admin_url: str) -> str:
 _db_counter = itertools.count()
 
 
+def _new_name() -> str:
+    return f"evalkit_test_{os.getpid()}_{next(_db_counter)}"
+
+
+class DatabasePool:
+    """Migrated databases cloned ahead of the tests that take them, and dropped behind
+    them, on two threads: a clone costs about 0.1 s and a drop 0.05 s, which the tests' own
+    waits on servers and subprocesses hide. A failed clone or drop is raised in the next
+    test that takes a database."""
+
+    def __init__(self, admin_url: str, ready: int = 2) -> None:
+        self._admin_url = admin_url
+        self._ready: queue.Queue[str] = queue.Queue(maxsize=ready)
+        self._to_drop: queue.Queue[str | None] = queue.Queue()
+        self._closing = threading.Event()
+        self._error: BaseException | None = None
+        self._threads = [
+            threading.Thread(target=self._guarded, args=(self._clone,), daemon=True),
+            threading.Thread(target=self._guarded, args=(self._drop,), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def take(self) -> str:
+        while True:
+            if self._error is not None:
+                raise RuntimeError(f"the test database pool failed: {self._error!r}")
+            try:
+                return self._ready.get(timeout=1)
+            except queue.Empty:
+                continue
+
+    def give_back(self, name: str) -> None:
+        self._to_drop.put(name)
+
+    def close(self) -> None:
+        self._closing.set()
+        while True:
+            try:
+                self._to_drop.put(self._ready.get_nowait())
+            except queue.Empty:
+                break
+        self._threads[0].join(timeout=30)
+        while True:  # a clone that finished while the first thread was stopping
+            try:
+                self._to_drop.put(self._ready.get_nowait())
+            except queue.Empty:
+                break
+        self._to_drop.put(None)
+        self._threads[1].join(timeout=60)
+
+    def _guarded(self, loop: Callable[[psycopg.Connection], None]) -> None:
+        try:
+            with psycopg.connect(self._admin_url, autocommit=True) as conn:
+                loop(conn)
+        except BaseException as exc:  # handed to the next test that takes a database
+            self._error = exc
+
+    def _clone(self, conn: psycopg.Connection) -> None:
+        while not self._closing.is_set():
+            name = _new_name()
+            conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+            while True:
+                try:
+                    self._ready.put(name, timeout=0.5)
+                    break
+                except queue.Full:
+                    if self._closing.is_set():
+                        self._to_drop.put(name)
+                        return
+
+    def _drop(self, conn: psycopg.Connection) -> None:
+        while (name := self._to_drop.get()) is not None:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def database_pool(template_url: str, pg_admin_url: str) -> Iterator[DatabasePool]:
+    pool = DatabasePool(pg_admin_url)
+    yield pool
+    pool.close()
+
+
 @pytest.fixture
-def new_database(pg_admin_url: str, template_url: str) -> Iterator[callable]:
+def new_database(pg_admin_url: str, database_pool: DatabasePool) -> Iterator[callable]:
     """Factory: a new database, migrated (``template=True``) or empty."""
+    taken: list[str] = []
     created: list[str] = []
 
     def make(template: bool = True) -> str:
-        name = f"evalkit_test_{os.getpid()}_{next(_db_counter)}"
-        source = f" TEMPLATE {TEMPLATE}" if template else ""
-        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name}{source}")
-        created.append(name)
+        if template:
+            name = database_pool.take()
+            taken.append(name)
+        else:
+            name = _new_name()
+            with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+                conn.execute(f"CREATE DATABASE {name}")
+            created.append(name)
         return with_database(pg_admin_url, name)
 
     yield make
+    for name in taken:
+        database_pool.give_back(name)
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         for name in created:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
