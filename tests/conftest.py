@@ -125,19 +125,18 @@ class DatabasePool:
 
     def close(self) -> None:
         self._closing.set()
+        self._drop_the_ready()
+        self._threads[0].join(timeout=30)
+        self._drop_the_ready()  # a clone that finished while the first thread was stopping
+        self._to_drop.put(None)
+        self._threads[1].join(timeout=60)
+
+    def _drop_the_ready(self) -> None:
         while True:
             try:
                 self._to_drop.put(self._ready.get_nowait())
             except queue.Empty:
-                break
-        self._threads[0].join(timeout=30)
-        while True:  # a clone that finished while the first thread was stopping
-            try:
-                self._to_drop.put(self._ready.get_nowait())
-            except queue.Empty:
-                break
-        self._to_drop.put(None)
-        self._threads[1].join(timeout=60)
+                return
 
     def _guarded(self, loop: Callable[[psycopg.Connection], None]) -> None:
         try:
