@@ -32,8 +32,7 @@ ADMIN_PASSWORD = "admin-password-1"
 # and nearly every test creates the admin and logs in: the tests' own servers run the same
 # code with argon2id's cheapest parameters. Servers started as processes keep the real ones
 # (tests/security/test_password_hashing.py checks those).
-passwords._hasher = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
-passwords._DUMMY_HASH = passwords._hasher.hash("a stand-in for a user who does not exist")
+passwords.use_hasher(PasswordHasher(time_cost=1, memory_cost=8, parallelism=1))
 
 
 def with_database(url: str, name: str) -> str:
