@@ -37,6 +37,16 @@ class Stack:
     harness_url: str
     admin_url: str
     """The PostgreSQL cluster's admin URL (for its counters)."""
+    pids: dict[str, int]
+    """The worker's and the harness's process ids, and PostgreSQL's postmaster's."""
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time (user + system) spent so far by each part: ``edge`` is this process
+        (the edge's thread and the benchmark's own client), ``postgres`` the postmaster
+        with every backend, live or ended."""
+        spent = {name: process_tree_cpu(pid) for name, pid in self.pids.items()}
+        spent["edge"] = process_tree_cpu(os.getpid(), children=False)
+        return spent
 
     def transactions(self) -> int:
         """PostgreSQL's committed and rolled back transactions of the bench database: every
@@ -48,6 +58,44 @@ class Stack:
                 "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = 'bench'"
             ).fetchone()
         return int(row[0]) if row else 0
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def process_tree_cpu(root: int, *, children: bool = True) -> float:
+    """Seconds of CPU of ``root`` and, with ``children``, of its live descendants and of
+    the children it has reaped (Linux /proc)."""
+    parents: dict[int, int] = {}
+    times: dict[int, tuple[float, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        own = (int(fields[11]) + int(fields[12])) / _TICK
+        reaped = (int(fields[13]) + int(fields[14])) / _TICK
+        times[int(entry)] = (own, reaped)
+    if root not in times:
+        return 0.0
+    if not children:
+        return times[root][0]
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in tree:
+                tree.add(pid)
+                frontier.append(pid)
+    return sum(times[pid][0] for pid in tree) + times[root][1]
+
+
+def postmaster_pid(pgdata: Path) -> int:
+    """The postmaster's pid, from the first line of ``postmaster.pid``."""
+    return int((pgdata / "postmaster.pid").read_text().split()[0])
 
 
 def wait_http(url: str, timeout: float = 120, log: Path | None = None) -> None:
@@ -128,7 +176,14 @@ def local_stack(worker_concurrency: int) -> Iterator[Stack]:
                 base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=60
             ) as api:
                 api.post("/api/workspaces", json={"name": "bench"}).raise_for_status()
-                yield Stack(api=api, harness_url=harness_url, admin_url=cluster.admin_url)
+                pids = {
+                    "worker": children[1].pid,
+                    "harness": children[0].pid,
+                    "postgres": postmaster_pid(cluster.pgdata),
+                }
+                yield Stack(
+                    api=api, harness_url=harness_url, admin_url=cluster.admin_url, pids=pids
+                )
         finally:
             for child in children:
                 child.terminate()

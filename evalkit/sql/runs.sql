@@ -198,36 +198,11 @@ WITH moved AS (
 )
 SELECT id FROM moved;
 
--- name: agent_lock :exec
--- Serializes claims for one agent (held until the transaction ends).
-SELECT 1 FROM agents WHERE id = %(agent_id)s FOR UPDATE;
-
 -- name: runs_claim :many
 -- Move up to `limit` queued server-driven runs of an agent to starting, never past the
 -- agent's max_concurrent_runs in flight, logging each step (the machine's claim, taken for
--- many runs in one statement). Run after agent_lock in the same transaction.
-WITH claimed AS (
-    UPDATE runs SET state = 'starting', updated_at = now()
-    WHERE id IN (
-        SELECT r.id
-        FROM runs r
-        JOIN experiments e ON e.id = r.experiment_id
-        WHERE r.agent_id = %(agent_id)s AND r.state = 'queued' AND e.driver = 'server'
-        ORDER BY r.id
-        LIMIT GREATEST(0, LEAST(
-            %(limit)s,
-            (SELECT max_concurrent_runs FROM agents WHERE id = %(agent_id)s)
-            - (SELECT count(*) FROM runs
-               WHERE agent_id = %(agent_id)s AND state IN ('starting', 'running', 'stopping'))
-        ))
-        FOR UPDATE OF r SKIP LOCKED
-    )
-    RETURNING id
-), logged AS (
-    INSERT INTO run_events (run_id, actor, from_state, to_state, attempts, why)
-    SELECT id, %(actor)s, 'queued', 'starting', 0, 'took a free slot of the agent' FROM claimed
-)
-SELECT id FROM claimed ORDER BY id;
+-- many runs in one statement; see evalkit/sql/schema/0018_claim_in_one_statement.sql).
+SELECT id FROM evalkit_claim_runs(%(agent_id)s, %(limit)s, %(actor)s) AS id;
 
 -- name: agents_with_queued_runs :many
 -- Agents that have server-driven runs waiting (the periodic dispatcher's sweep).

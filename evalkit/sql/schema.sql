@@ -1,4 +1,4 @@
--- evalkit's database schema at migration 0017. GENERATED: do not edit.
+-- evalkit's database schema at migration 0018. GENERATED: do not edit.
 -- The migrations (evalkit/sql/migrations/, with the SQL in evalkit/sql/schema/) are
 -- the source of truth; this file shows what they build, each table with its
 -- constraints, indexes, triggers and foreign keys, to read (nothing runs it).
@@ -8,6 +8,40 @@
 
 
 -- ==================== evalkit ====================
+
+
+CREATE FUNCTION public.evalkit_claim_runs(p_agent_id bigint, p_limit integer, p_actor text) RETURNS SETOF bigint
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    PERFORM 1 FROM agents WHERE id = p_agent_id FOR UPDATE;
+    RETURN QUERY
+    WITH claimed AS (
+        UPDATE runs SET state = 'starting', updated_at = now()
+        WHERE id IN (
+            SELECT r.id
+            FROM runs r
+            JOIN experiments e ON e.id = r.experiment_id
+            WHERE r.agent_id = p_agent_id AND r.state = 'queued' AND e.driver = 'server'
+            ORDER BY r.id
+            LIMIT GREATEST(0, LEAST(
+                p_limit,
+                (SELECT max_concurrent_runs FROM agents WHERE id = p_agent_id)
+                - (SELECT count(*) FROM runs
+                   WHERE agent_id = p_agent_id AND state IN ('starting', 'running', 'stopping'))
+            ))
+            FOR UPDATE OF r SKIP LOCKED
+        )
+        RETURNING runs.id
+    ), logged AS (
+        INSERT INTO run_events (run_id, actor, from_state, to_state, attempts, why)
+        SELECT c.id, p_actor, 'queued', 'starting', 0, 'took a free slot of the agent'
+        FROM claimed c
+    )
+    SELECT c.id FROM claimed c ORDER BY c.id;
+END;
+$$;
 
 
 CREATE FUNCTION public.evalkit_spans_partition_create(day date) RETURNS boolean

@@ -531,10 +531,9 @@ async def reopen_experiment(conn: Conn, experiment_id: int) -> None:
 
 async def claim_runs(conn: Conn, agent_id: int, limit: int, *, actor: str) -> list[int]:
     """Move up to ``limit`` queued server-driven runs of the agent to starting, within the
-    agent's free slots. The agent row lock makes concurrent claims count each other."""
-    async with conn.transaction():
-        await conn.execute("agent_lock", agent_id=agent_id)
-        rows = await conn.all("runs_claim", agent_id=agent_id, limit=limit, actor=actor)
+    agent's free slots. A lock of the agent row, taken inside the claim's statement, makes
+    concurrent claims count each other."""
+    rows = await conn.all("runs_claim", agent_id=agent_id, limit=limit, actor=actor)
     return [row["id"] for row in rows]
 
 
