@@ -157,7 +157,7 @@ def _check_personal(
     from evalkit.auth.access import RULES
     from evalkit.harness.check import check_harness
     from evalkit.harness.client import HarnessClient
-    from evalkit.outbound import make_client
+    from evalkit.http1 import Http1Client
 
     ref = f"{agent.name}@{agent.workspace}"
     if client.personal_workspace() != ws.name:
@@ -170,7 +170,7 @@ def _check_personal(
     harness_url = agent.harness_url or ""
 
     async def run() -> CheckReport:
-        async with make_client(None, timeout=min(30.0, timeout)) as http:
+        async with Http1Client(None, timeout=min(30.0, timeout)) as http:
             harness_client = HarnessClient(harness_url, api_key, http)
             return await check_harness(
                 harness_client, file_url=file_url, timeout=timeout, agent=ref

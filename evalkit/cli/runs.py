@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-import httpx
 from cyclopts import App, Parameter
 
 from evalkit.cli.agents import key_from_env
@@ -23,6 +22,7 @@ from evalkit.model.runs import TERMINAL
 
 if TYPE_CHECKING:
     from evalkit.harness.client import HarnessClient
+    from evalkit.http1 import Http1Client
     from evalkit.model.harness import Capabilities
 
 experiments = App(name="experiments", help="Experiments: one agent over one dataset's cases.")
@@ -196,7 +196,9 @@ def _local_harness(client: Client, agent_ref: str) -> tuple[Agent, Capabilities]
 
 
 async def _read_capabilities(agent: Agent) -> Capabilities:
-    async with httpx.AsyncClient(timeout=30.0) as http:
+    from evalkit.http1 import Http1Client
+
+    async with Http1Client(None, timeout=30.0, connect_timeout=30.0) as http:
         try:
             return await _harness(agent, http).capabilities()
         except EvalkitError as exc:
@@ -206,7 +208,7 @@ async def _read_capabilities(agent: Agent) -> Capabilities:
             ) from None
 
 
-def _harness(agent: Agent, http: httpx.AsyncClient) -> HarnessClient:
+def _harness(agent: Agent, http: Http1Client) -> HarnessClient:
     from evalkit.harness.client import HarnessClient
 
     assert agent.harness_url is not None
@@ -216,6 +218,7 @@ def _harness(agent: Agent, http: httpx.AsyncClient) -> HarnessClient:
 def _drive_here(client: Client, experiment: wire.Experiment, agent_ref: str) -> None:
     import asyncio
 
+    from evalkit.http1 import Http1Client
     from evalkit.runs.local import ServerError, ServerLink, drive_experiment
 
     agent, _ = _agent(client, agent_ref)
@@ -228,7 +231,7 @@ def _drive_here(client: Client, experiment: wire.Experiment, agent_ref: str) -> 
 
     async def main() -> None:
         link = ServerLink(client.base_url, client.token)
-        async with httpx.AsyncClient(timeout=60.0) as http:
+        async with Http1Client(None, timeout=60.0, connect_timeout=60.0) as http:
             harness = _harness(agent, http)
             capabilities = await harness.capabilities()
             try:

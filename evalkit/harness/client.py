@@ -8,14 +8,23 @@ The run state machine retries the first kind with backoff and fails the run on t
 from __future__ import annotations
 
 import io
-from typing import Any, TypeVar
-from urllib.parse import quote
+from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import quote, urlencode
 
-import httpx
 import msgspec
 
 from evalkit.auth.secrets import hide
 from evalkit.errors import EvalkitError
+from evalkit.http1 import (
+    Http1BodyTooLarge,
+    Http1Client,
+    Http1ConnectError,
+    Http1Disconnected,
+    Http1Error,
+    Http1InvalidRequest,
+    Http1Response,
+    Http1Timeout,
+)
 from evalkit.model.harness import (
     Capabilities,
     RunListing,
@@ -23,12 +32,16 @@ from evalkit.model.harness import (
     RunStatus,
     WorkspaceListing,
 )
-from evalkit.outbound import once_more_if_dropped
+
+if TYPE_CHECKING:
+    import httpx
 
 T = TypeVar("T")
 
 MAX_BODY_BYTES = 64 * 2**20
 """The largest harness answer evalkit reads (a trajectory can be big, but not unbounded)."""
+
+_JSON = {"Content-Type": "application/json"}
 
 
 class HarnessError(EvalkitError):
@@ -41,20 +54,29 @@ class HarnessError(EvalkitError):
 
 
 class HarnessClient:
-    """Calls one harness at ``base_url`` (the agent's harness URL) with an ``httpx`` client
-    made by :func:`evalkit.outbound.make_client`, so the egress policy applies."""
+    """Calls one harness at ``base_url`` (the agent's harness URL) through ``http``, an
+    :class:`evalkit.http1.Http1Client` built with the egress policy.
 
-    def __init__(self, base_url: str, api_key: str | None, http: httpx.AsyncClient) -> None:
+    An ``httpx.AsyncClient`` (from :func:`evalkit.outbound.make_client`) is accepted too,
+    for callers not moved to Http1Client yet; it gets the same errors.
+    """
+
+    def __init__(
+        self, base_url: str, api_key: str | None, http: Http1Client | httpx.AsyncClient
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._json_headers = {**self._headers, **_JSON}
         self._api_key = api_key
-        self._http = http
+        self._http: Http1Client | _ThroughHttpx = (
+            http if isinstance(http, Http1Client) else _ThroughHttpx(http)
+        )
 
     async def capabilities(self) -> Capabilities:
         return await self._call("GET", "/capabilities", Capabilities)
 
     async def start(self, body: RunStart) -> RunStatus:
-        return await self._call("POST", "/runs", RunStatus, json=msgspec.to_builtins(body))
+        return await self._call("POST", "/runs", RunStatus, body=msgspec.json.encode(body))
 
     async def status(self, run_id: str) -> RunStatus:
         return await self._call("GET", f"/runs/{_seg(run_id)}", RunStatus)
@@ -70,8 +92,8 @@ class HarnessClient:
         return await self._raw("GET", f"/runs/{_seg(run_id)}/trajectory")
 
     async def list_runs(self, cursor: str | None = None) -> RunListing:
-        params = {"cursor": cursor} if cursor else None
-        return await self._call("GET", "/runs", RunListing, params=params)
+        query = urlencode({"cursor": cursor}) if cursor else ""
+        return await self._call("GET", "/runs", RunListing, query=query)
 
     async def workspace(self, run_id: str) -> WorkspaceListing:
         return await self._call("GET", f"/runs/{_seg(run_id)}/workspace", WorkspaceListing)
@@ -79,44 +101,91 @@ class HarnessClient:
     async def workspace_file(self, run_id: str, path: str) -> bytes:
         return await self._raw("GET", f"/runs/{_seg(run_id)}/workspace/{quote(path)}")
 
-    async def _call(self, method: str, path: str, into: type[T], **kwargs: Any) -> T:
-        raw = await self._raw(method, path, **kwargs)
+    async def _call(
+        self, method: str, path: str, into: type[T], *, body: bytes | None = None, query: str = ""
+    ) -> T:
+        raw = await self._raw(method, path, body=body, query=query)
         return _decode(raw, into, f"{method} {path}")
 
-    async def _raw(self, method: str, path: str, **kwargs: Any) -> bytes:
+    async def _raw(
+        self, method: str, path: str, *, body: bytes | None = None, query: str = ""
+    ) -> bytes:
         url = self.base_url + path
         where = f"{method} {url}"
         try:
-            # A start carries its idempotency key, so every call may be sent twice.
-            resp, body = await once_more_if_dropped(
-                lambda: self._send(method, url, where, **kwargs)
+            # Repeatable: a start carries its idempotency key, so every call may go twice.
+            resp = await self._http.request(
+                method,
+                f"{url}?{query}" if query else url,
+                headers=self._headers if body is None else self._json_headers,
+                body=body,
+                max_body=MAX_BODY_BYTES,
+                repeatable=True,
             )
-        except httpx.TimeoutException:
-            raise HarnessError(f"{where}: no answer in time", retryable=True) from None
-        except httpx.TransportError as exc:
-            raise HarnessError(f"{where}: {_describe(exc)}", retryable=True) from None
-        if resp.status_code >= 400:
-            raise _status_error(where, resp.status_code, body)
-        return body
-
-    async def _send(
-        self, method: str, url: str, where: str, **kwargs: Any
-    ) -> tuple[httpx.Response, bytes]:
-        async with self._http.stream(method, url, headers=self._headers, **kwargs) as resp:
-            return resp, hide(await _read_capped(resp, where), self._api_key)
-
-
-async def _read_capped(resp: httpx.Response, where: str) -> bytes:
-    # A BytesIO hands over its buffer without a copy: joining the chunks would hold a large
-    # trajectory twice.
-    body = io.BytesIO()
-    async for chunk in resp.aiter_bytes():
-        if body.tell() + len(chunk) > MAX_BODY_BYTES:
+        except Http1BodyTooLarge:
             raise HarnessError(
                 f"{where}: answer larger than {MAX_BODY_BYTES // 2**20} MiB", retryable=False
-            )
-        body.write(chunk)
-    return body.getvalue()
+            ) from None
+        except Http1Timeout:
+            raise HarnessError(f"{where}: no answer in time", retryable=True) from None
+        except Http1Error as exc:
+            # A URL or header that cannot be sent stays so; the rest (connection failures,
+            # garbled answers, often a proxy or a restart) may pass.
+            retryable = not isinstance(exc, Http1InvalidRequest)
+            raise HarnessError(f"{where}: {exc.detail}", retryable=retryable) from None
+        answer = hide(resp.body, self._api_key)
+        if resp.status >= 400:
+            raise _status_error(where, resp.status, answer)
+        return answer
+
+
+class _ThroughHttpx:
+    """:meth:`Http1Client.request` done with an ``httpx.AsyncClient``, its errors made
+    Http1's, and a call on a kept-alive connection the peer dropped sent once more."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self._http = http
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str],
+        body: bytes | None,
+        max_body: int,
+        repeatable: bool,
+    ) -> Http1Response:
+        import httpx
+
+        from evalkit.outbound import once_more_if_dropped
+
+        async def send() -> Http1Response:
+            return await self._send(method, url, headers, body, max_body)
+
+        try:
+            return await (once_more_if_dropped(send) if repeatable else send())
+        except httpx.TimeoutException:
+            raise Http1Timeout(method, url, "no answer in time") from None
+        except httpx.ConnectError as exc:
+            detail = f"cannot connect ({str(exc) or type(exc).__name__})"
+            raise Http1ConnectError(method, url, detail) from None
+        except httpx.TransportError as exc:
+            raise Http1Disconnected(method, url, str(exc) or type(exc).__name__) from None
+
+    async def _send(
+        self, method: str, url: str, headers: dict[str, str], body: bytes | None, max_body: int
+    ) -> Http1Response:
+        async with self._http.stream(method, url, headers=headers, content=body) as resp:
+            # A BytesIO hands over its buffer without a copy: joining the chunks would hold
+            # a large trajectory twice.
+            read = io.BytesIO()
+            async for chunk in resp.aiter_bytes():
+                if read.tell() + len(chunk) > max_body:
+                    detail = f"the answer is larger than the {max_body} bytes allowed"
+                    raise Http1BodyTooLarge(method, url, detail)
+                read.write(chunk)
+            return Http1Response(resp.status_code, dict(resp.headers), read.getvalue())
 
 
 def _status_error(where: str, status: int, body: bytes) -> HarnessError:
@@ -138,13 +207,6 @@ def _decode(raw: bytes, into: type[T], what: str) -> T:
         excerpt = raw[:120].decode("utf-8", "replace")
         # A half-written or garbled body is often a proxy or a restart: worth another try.
         raise HarnessError(f"{what}: the answer is not JSON: {excerpt!r}", retryable=True) from None
-
-
-def _describe(exc: httpx.TransportError) -> str:
-    text = str(exc) or type(exc).__name__
-    if isinstance(exc, httpx.ConnectError):
-        return f"cannot connect ({text})"
-    return text
 
 
 def _seg(value: str) -> str:

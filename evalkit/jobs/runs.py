@@ -192,7 +192,7 @@ def _env(run: LoadedRun) -> machine.Env:
     settings = runtime.settings()
     key = runtime.agent_key(run.facts.agent_id, run.api_key)
     return machine.Env(
-        harness=HarnessClient(run.harness_url or "", key, runtime.http_client()),
+        harness=HarnessClient(run.harness_url or "", key, runtime.harness_http()),
         capabilities=msgspec.convert(run.capabilities or {}, Capabilities),
         fixture_bytes=runtime.fixture_bytes,
         attempts=settings.worker.harness_attempts,

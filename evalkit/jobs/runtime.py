@@ -1,5 +1,5 @@
 """What jobs reach at run time: the worker's database, settings, and the clients built
-from them once per process (the outbound HTTP client, the blob store, the secret box)."""
+from them once per process (the outbound HTTP clients, the blob store, the secret box)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from evalkit.auth.secrets import SecretBox
 from evalkit.blobs import BlobStore, fixture_key, open_blob_store
 from evalkit.config import Settings
 from evalkit.db import Database
+from evalkit.http1 import Http1Client
 from evalkit.outbound import make_client
 from evalkit.store.agents import key_context
 
@@ -38,8 +39,22 @@ def settings() -> Settings:
     return value
 
 
+def harness_http() -> Http1Client:
+    """One pooled client for every Harness API call of this process (the runs' hot path,
+    see :mod:`evalkit.http1`), under the egress policy."""
+    if "harness_http" not in _state:
+        worker = settings().worker
+        _state["harness_http"] = Http1Client(
+            settings().egress,
+            timeout=worker.harness_timeout_seconds,
+            max_connections=max(worker.concurrency * 2, 20),
+        )
+    return _state["harness_http"]  # type: ignore[no-any-return]
+
+
 def http_client() -> httpx.AsyncClient:
-    """One pooled client for every harness call of this process, under the egress policy."""
+    """One pooled httpx client for this process's other outbound calls (the judge, remote
+    evaluators, a schedule's capabilities read), under the egress policy."""
     if "http" not in _state:
         worker = settings().worker
         _state["http"] = make_client(
@@ -76,6 +91,7 @@ async def fixture_bytes(sha256: str) -> bytes:
 
 
 async def close() -> None:
-    http = _state.pop("http", None)
-    if http is not None:
-        await http.aclose()
+    for name in ("harness_http", "http"):
+        client = _state.pop(name, None)
+        if client is not None:
+            await client.aclose()

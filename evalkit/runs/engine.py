@@ -31,6 +31,7 @@ from evalkit.config import Settings
 from evalkit.db import Conn, IntegrityError
 from evalkit.errors import BadGateway, BadRequest, EvalkitError
 from evalkit.harness.client import HarnessClient
+from evalkit.http1 import Http1Client
 from evalkit.jobs import queue
 from evalkit.model import runs as wire
 from evalkit.model.harness import Capabilities
@@ -287,11 +288,13 @@ async def start_experiment(
     body: wire.ExperimentCreate,
     *,
     settings: Settings,
-    http: httpx.AsyncClient,
+    http: Http1Client | httpx.AsyncClient,
     by_schedule: bool = False,
 ) -> int:
     """Start an experiment as ``actor`` (POST /api/experiments, and a schedule firing in a
-    worker as its creator: ``by_schedule``). Returns the new experiment's id."""
+    worker as its creator: ``by_schedule``). Returns the new experiment's id.
+
+    ``http`` reads a server-driven harness's capabilities, under ``settings.egress``."""
     schedule = "keep schedules firing in it" if by_schedule else None
     plan = await plan_experiment(conn, actor, body, schedule=schedule)
     capabilities = await _capabilities(conn, plan.agent, plan.driver, body, settings, http)
@@ -380,7 +383,7 @@ async def _capabilities(
     driver: str,
     body: wire.ExperimentCreate,
     settings: Settings,
-    http: httpx.AsyncClient,
+    http: Http1Client | httpx.AsyncClient,
 ) -> Capabilities:
     if driver == "sdk":
         return code_driven_capabilities(agent.provides)

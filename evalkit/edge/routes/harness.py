@@ -18,6 +18,7 @@ from evalkit.edge.routes.datasets import blob_store
 from evalkit.errors import BadRequest
 from evalkit.harness.check import CHECK_FILE_BYTES, CHECK_FILE_SHA256, check_harness
 from evalkit.harness.client import HarnessClient
+from evalkit.http1 import Http1Client
 from evalkit.model.harness_check import CheckReport, HarnessCheckRequest
 from evalkit.store import agents
 from evalkit.store.workspaces import get_workspace
@@ -63,7 +64,7 @@ async def agents_check(call: Call) -> CheckReport:
             public_url(call.settings), CHECK_FILE_SHA256, call.settings.encryption_key
         )
     http_timeout = min(30.0, body.timeout)
-    async with outbound.make_client(call.settings.egress, timeout=http_timeout) as http:
+    async with Http1Client(call.settings.egress, timeout=http_timeout) as http:
         client = HarnessClient(agent.harness_url, api_key, http)
         return await check_harness(client, file_url=file_url, timeout=body.timeout, agent=agent.ref)
 
