@@ -23,7 +23,9 @@ JOIN agents a ON a.id = r.agent_id
 JOIN case_versions v ON v.id = r.case_version_id
 LEFT JOIN case_versions tv ON tv.id = r.target_version_id
 LEFT JOIN trajectories t ON t.run_id = r.id
-WHERE r.id = ANY(%(run_ids)s::bigint[])
+-- The ids through a sub-select: a plan that cannot see how many there are is the same for every
+-- call, so PostgreSQL keeps one generic plan instead of planning this join on each call.
+WHERE r.id = ANY(ARRAY(SELECT unnest(%(run_ids)s::bigint[])))
 ORDER BY r.id;
 
 -- name: scores_insert :exec
