@@ -224,10 +224,10 @@ async def measure(harness_url: str, db_url: str, shape: str, path: str, traced: 
     """One pass through the phases of ``path`` (worker or upload), printing each phase's
     peak (MB) above the baseline. The statements go through the tree's own pool
     (``db.Database``, one connection), as the worker's do."""
-    import httpx
 
     from evalkit import db
     from evalkit.harness.client import HarnessClient
+    from evalkit.http1 import Http1Client
     from evalkit.sql import queries
 
     table = f"bench_trajectories_{os.getpid()}"
@@ -249,7 +249,7 @@ async def measure(harness_url: str, db_url: str, shape: str, path: str, traced: 
     try:
         async with database.connection() as conn:
             await conn.execute("bench_create")
-        async with httpx.AsyncClient(timeout=60) as http:
+        async with Http1Client(None, timeout=60, connect_timeout=60) as http:
             harness = HarnessClient(harness_url, None, http)
             if path == "worker":
                 peaks = await worker_path(harness, database, shape, traced)

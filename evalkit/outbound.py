@@ -271,8 +271,9 @@ async def once_more_if_dropped(send: Callable[[], Awaitable[T]]) -> T:
     balancers do to idle connections), send it once more, which httpx does on a new
     connection.
 
-    Only for calls that may be repeated: every Harness API call, a judge's completion and a
-    remote evaluator's scoring request are.
+    Only for calls that may be repeated: a judge's completion and a remote evaluator's
+    scoring request are. (Harness API calls go through :mod:`evalkit.http1`, which does the
+    same for them.)
     """
     try:
         return await send()

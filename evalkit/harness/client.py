@@ -7,8 +7,7 @@ The run state machine retries the first kind with backoff and fails the run on t
 
 from __future__ import annotations
 
-import io
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 from urllib.parse import quote, urlencode
 
 import msgspec
@@ -18,11 +17,8 @@ from evalkit.errors import EvalkitError
 from evalkit.http1 import (
     Http1BodyTooLarge,
     Http1Client,
-    Http1ConnectError,
-    Http1Disconnected,
     Http1Error,
     Http1InvalidRequest,
-    Http1Response,
     Http1Timeout,
 )
 from evalkit.model.harness import (
@@ -32,9 +28,6 @@ from evalkit.model.harness import (
     RunStatus,
     WorkspaceListing,
 )
-
-if TYPE_CHECKING:
-    import httpx
 
 T = TypeVar("T")
 
@@ -55,22 +48,16 @@ class HarnessError(EvalkitError):
 
 class HarnessClient:
     """Calls one harness at ``base_url`` (the agent's harness URL) through ``http``, an
-    :class:`evalkit.http1.Http1Client` built with the egress policy.
-
-    An ``httpx.AsyncClient`` (from :func:`evalkit.outbound.make_client`) is accepted too,
-    for callers not moved to Http1Client yet; it gets the same errors.
+    :class:`evalkit.http1.Http1Client` built with the egress policy (None for the CLI's
+    calls to the user's own agents); the caller owns ``http`` and closes it.
     """
 
-    def __init__(
-        self, base_url: str, api_key: str | None, http: Http1Client | httpx.AsyncClient
-    ) -> None:
+    def __init__(self, base_url: str, api_key: str | None, http: Http1Client) -> None:
         self.base_url = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._json_headers = {**self._headers, **_JSON}
         self._api_key = api_key
-        self._http: Http1Client | _ThroughHttpx = (
-            http if isinstance(http, Http1Client) else _ThroughHttpx(http)
-        )
+        self._http = http
 
     async def capabilities(self) -> Capabilities:
         return await self._call("GET", "/capabilities", Capabilities)
@@ -137,55 +124,6 @@ class HarnessClient:
         if resp.status >= 400:
             raise _status_error(where, resp.status, answer)
         return answer
-
-
-class _ThroughHttpx:
-    """:meth:`Http1Client.request` done with an ``httpx.AsyncClient``, its errors made
-    Http1's, and a call on a kept-alive connection the peer dropped sent once more."""
-
-    def __init__(self, http: httpx.AsyncClient) -> None:
-        self._http = http
-
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        headers: dict[str, str],
-        body: bytes | None,
-        max_body: int,
-        repeatable: bool,
-    ) -> Http1Response:
-        import httpx
-
-        from evalkit.outbound import once_more_if_dropped
-
-        async def send() -> Http1Response:
-            return await self._send(method, url, headers, body, max_body)
-
-        try:
-            return await (once_more_if_dropped(send) if repeatable else send())
-        except httpx.TimeoutException:
-            raise Http1Timeout(method, url, "no answer in time") from None
-        except httpx.ConnectError as exc:
-            detail = f"cannot connect ({str(exc) or type(exc).__name__})"
-            raise Http1ConnectError(method, url, detail) from None
-        except httpx.TransportError as exc:
-            raise Http1Disconnected(method, url, str(exc) or type(exc).__name__) from None
-
-    async def _send(
-        self, method: str, url: str, headers: dict[str, str], body: bytes | None, max_body: int
-    ) -> Http1Response:
-        async with self._http.stream(method, url, headers=headers, content=body) as resp:
-            # A BytesIO hands over its buffer without a copy: joining the chunks would hold
-            # a large trajectory twice.
-            read = io.BytesIO()
-            async for chunk in resp.aiter_bytes():
-                if read.tell() + len(chunk) > max_body:
-                    detail = f"the answer is larger than the {max_body} bytes allowed"
-                    raise Http1BodyTooLarge(method, url, detail)
-                read.write(chunk)
-            return Http1Response(resp.status_code, dict(resp.headers), read.getvalue())
 
 
 def _status_error(where: str, status: int, body: bytes) -> HarnessError:

@@ -53,8 +53,8 @@ def harness_http() -> Http1Client:
 
 
 def http_client() -> httpx.AsyncClient:
-    """One pooled httpx client for this process's other outbound calls (the judge, remote
-    evaluators, a schedule's capabilities read), under the egress policy."""
+    """One pooled httpx client for this process's other outbound calls (the judge and remote
+    evaluators), under the egress policy."""
     if "http" not in _state:
         worker = settings().worker
         _state["http"] = make_client(

@@ -17,13 +17,13 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import httpx
 from procrastinate import JobContext
 
 from evalkit.auth import access
 from evalkit.config import Settings
 from evalkit.db import Database
 from evalkit.errors import ApiError, EvalkitError
+from evalkit.http1 import Http1Client
 from evalkit.jobs import queue, runtime
 from evalkit.jobs.app import DATABASE_RETRY, app
 from evalkit.runs.engine import start_experiment
@@ -55,14 +55,12 @@ async def fire_schedules(context: JobContext, timestamp: int) -> int:
         runtime.database(),
         now=datetime.now(UTC),
         settings=runtime.settings(),
-        http=runtime.http_client(),
+        http=runtime.harness_http(),
     )
     return len(fires)
 
 
-async def tick(
-    db: Database, *, now: datetime, settings: Settings, http: httpx.AsyncClient
-) -> list[Fire]:
+async def tick(db: Database, *, now: datetime, settings: Settings, http: Http1Client) -> list[Fire]:
     """Fire every schedule due at ``now``; returns the slots this call claimed."""
     async with db.connection() as conn:
         due = await store.due_schedules(conn, now)
@@ -79,7 +77,7 @@ async def _fire(
     schedule: store.DueSchedule,
     now: datetime,
     settings: Settings,
-    http: httpx.AsyncClient,
+    http: Http1Client,
 ) -> Fire | None:
     slot = store.latest_slot(schedule.cron, now)
     async with db.connection() as conn:

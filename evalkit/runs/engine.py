@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import httpx
 import msgspec
 
 from evalkit.auth import access
@@ -288,7 +287,7 @@ async def start_experiment(
     body: wire.ExperimentCreate,
     *,
     settings: Settings,
-    http: Http1Client | httpx.AsyncClient,
+    http: Http1Client,
     by_schedule: bool = False,
 ) -> int:
     """Start an experiment as ``actor`` (POST /api/experiments, and a schedule firing in a
@@ -383,7 +382,7 @@ async def _capabilities(
     driver: str,
     body: wire.ExperimentCreate,
     settings: Settings,
-    http: Http1Client | httpx.AsyncClient,
+    http: Http1Client,
 ) -> Capabilities:
     if driver == "sdk":
         return code_driven_capabilities(agent.provides)

@@ -7,11 +7,11 @@ import http.server
 import threading
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from evalkit.harness import client as harness_client
 from evalkit.harness.client import HarnessClient, HarnessError
+from evalkit.http1 import Http1Client
 
 BODY = bytes(range(256)) * 4096  # 1 MiB, every byte value
 
@@ -38,16 +38,16 @@ def harness() -> Iterator[str]:
 
 
 async def test_a_body_in_many_chunks_arrives_whole(harness: str) -> None:
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with Http1Client(None, timeout=10, connect_timeout=10) as http:
         assert await HarnessClient(harness, None, http).trajectory("r1") == BODY
 
 
 async def test_a_body_over_the_cap_is_refused(harness: str, monkeypatch) -> None:
     monkeypatch.setattr(harness_client, "MAX_BODY_BYTES", len(BODY) - 1)
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with Http1Client(None, timeout=10, connect_timeout=10) as http:
         with pytest.raises(HarnessError, match="answer larger than") as refused:
             await HarnessClient(harness, None, http).trajectory("r1")
     assert not refused.value.retryable
     monkeypatch.setattr(harness_client, "MAX_BODY_BYTES", len(BODY))
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with Http1Client(None, timeout=10, connect_timeout=10) as http:
         assert await HarnessClient(harness, None, http).trajectory("r1") == BODY

@@ -15,6 +15,7 @@ from evalkit.blobs import signing
 from evalkit.harness.check import CHECK_FILE_BYTES, CHECK_FILE_SHA256, check_harness
 from evalkit.harness.client import HarnessClient
 from evalkit.harness.reference import Behaviour, ReferenceHarness
+from evalkit.http1 import Http1Client
 from evalkit.model.harness_check import CheckReport
 from evalkit.otel.mapping import load_starter
 from tests.conftest import start_server
@@ -27,7 +28,7 @@ async def check(
     behaviour: Behaviour | None = None, *, file_url: str | None = None, timeout: float = 5.0
 ) -> tuple[CheckReport, ReferenceHarness]:
     with ReferenceHarness(behaviour) as ref:
-        async with httpx.AsyncClient(timeout=5.0) as http:
+        async with Http1Client(None, timeout=5.0) as http:
             report = await check_harness(
                 HarnessClient(ref.url, None, http), file_url=file_url, timeout=timeout
             )
@@ -137,7 +138,7 @@ async def test_invalid_atif_failing_runs_and_ignored_stops():
 
 
 async def test_a_harness_that_is_down():
-    async with httpx.AsyncClient(timeout=2.0) as http:
+    async with Http1Client(None, timeout=2.0, connect_timeout=2.0) as http:
         report = await check_harness(HarnessClient("http://127.0.0.1:9", None, http))
     assert not report.ok
     assert [r.capability for r in report.rows] == ["capabilities"]

@@ -12,13 +12,13 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 import msgspec
 import pytest
 
 from evalkit.atif import parse_trajectory, validate_trajectory
 from evalkit.harness.client import HarnessClient, HarnessError
 from evalkit.harness.reference import Behaviour, ReferenceHarness
+from evalkit.http1 import Http1Client
 from evalkit.model.harness import InputFile, RunMetadata, RunStart, RunStatus
 
 
@@ -32,7 +32,7 @@ async def harness(
 ) -> AsyncIterator[tuple[ReferenceHarness, HarnessClient]]:
     ref = ReferenceHarness(behaviour, api_key=api_key).start()
     try:
-        async with httpx.AsyncClient(timeout=timeout) as http:
+        async with Http1Client(None, timeout=timeout, connect_timeout=timeout) as http:
             yield ref, HarnessClient(ref.url, client_key or api_key, http)
     finally:
         ref.stop()

@@ -9,11 +9,11 @@ import asyncio
 import math
 import time
 
-import httpx
 import pytest
 
 from evalkit.harness.client import HarnessClient
 from evalkit.harness.reference import Behaviour, ReferenceHarness
+from evalkit.http1 import Http1Client
 from evalkit.model.harness import Capabilities
 from evalkit.model.runs import RunSettings, RunWork
 from evalkit.runs import machine
@@ -60,7 +60,7 @@ async def drive(
     """Steps until the run leaves starting/running/stopping; returns the retry waits, the
     run, and its error. The waits are not slept: the step says them, the driver honours
     them."""
-    async with httpx.AsyncClient(timeout=timeout) as http:
+    async with Http1Client(None, timeout=timeout, connect_timeout=timeout) as http:
         env = machine.Env(
             harness=HarnessClient(url, None, http),
             capabilities=caps or Capabilities(),
@@ -144,7 +144,7 @@ async def test_what_is_not_worth_retrying_errors_at_once():
 
 async def test_a_live_run_is_polled_every_poll_interval():
     with ReferenceHarness(Behaviour(run_seconds=math.inf)) as ref:
-        async with httpx.AsyncClient(timeout=2.0) as http:
+        async with Http1Client(None, timeout=2.0, connect_timeout=2.0) as http:
             env = machine.Env(
                 harness=HarnessClient(ref.url, None, http),
                 capabilities=Capabilities(),
@@ -189,7 +189,7 @@ async def test_the_run_timeout_bounds_a_run_whose_polls_hang():
 async def test_a_failed_poll_wakes_the_run_at_its_deadline():
     """A failed poll before the deadline waits no longer than the deadline for its retry."""
     with ReferenceHarness(Behaviour(run_seconds=math.inf, fail_first={"status": 100})) as ref:
-        async with httpx.AsyncClient(timeout=2.0) as http:
+        async with Http1Client(None, timeout=2.0, connect_timeout=2.0) as http:
             env = machine.Env(
                 harness=HarnessClient(ref.url, None, http),
                 capabilities=ref.state.capabilities,

@@ -11,10 +11,10 @@ import psycopg
 import pytest
 
 from evalkit.db import Database
+from evalkit.http1 import Http1Client
 from evalkit.jobs.queue import defer
 from evalkit.jobs.schedules import Fire, tick
 from evalkit.otel.mapping import load_starter
-from evalkit.outbound import make_client
 from evalkit.store import schedules as store
 from tests.conftest import ADMIN_PASSWORD
 from tests.integration.datasets_helpers import Repo, add_user, admin_api
@@ -67,7 +67,7 @@ def _dev(server, cli, tmp_path) -> str:
 async def _tick(server, now: datetime, ticks: int = 1) -> list[Fire]:
     """``ticks`` concurrent ticks, each with its own pool, as two workers would."""
     dbs = [Database(server.db_url, max_size=2) for _ in range(ticks)]
-    http = make_client(server.settings.egress, timeout=15)
+    http = Http1Client(server.settings.egress, timeout=15)
     try:
         for db in dbs:
             await db.open()

@@ -2,7 +2,8 @@
 saying so: the next call on that pooled connection gets no answer at all. Every Harness API
 call may be repeated (a start carries its idempotency key), and so may a judge's completion
 and a remote evaluator's scoring request, so each client sends the call again once on a new
-connection instead of failing the step or the score."""
+connection instead of failing the step or the score: the harness client through
+:class:`evalkit.http1.Http1Client`, the judge and the remote evaluators through httpx."""
 
 from __future__ import annotations
 
@@ -13,14 +14,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import httpx
 import pytest
 
 from evalkit.cases.model import JudgeConfig
 from evalkit.harness.client import HarnessClient, HarnessError
+from evalkit.http1 import Http1Client
 from evalkit.outbound import make_client
 from evalkit.scoring.judge import JudgeSetup, grade
 from evalkit.scoring.remote import RemoteEvaluator, evaluate
+from tests.integration.test_http1 import Request, Server
 from tests.integration.test_judge import context as judge_context
 from tests.integration.test_remote_evaluators import context as evaluator_context
 
@@ -101,7 +103,7 @@ def one_answer_per_connection(
 
 async def test_a_call_on_a_connection_the_harness_dropped_is_sent_again():
     with one_answer_per_connection() as (url, answered):
-        async with httpx.AsyncClient(timeout=5) as http:
+        async with Http1Client(None, timeout=5) as http:
             client = HarnessClient(url, None, http)
             for _ in range(3):
                 caps = await client.capabilities()
@@ -110,14 +112,36 @@ async def test_a_call_on_a_connection_the_harness_dropped_is_sent_again():
     assert len(answered) == 3, "each call after the first came in on a new connection"
 
 
-async def test_a_harness_that_never_answers_is_tried_twice_then_a_retryable_error():
+async def test_a_harness_that_stops_answering_is_tried_twice_then_a_retryable_error():
+    """The call after an answered one goes out on the kept-alive connection, which the
+    harness drops, then once more on a new connection, which it drops too."""
+
+    def first_only(request: Request) -> bytes | None:
+        return _answer(CAPABILITIES) if (request.connection, request.index) == (1, 0) else None
+
+    async with Server(first_only) as server, Http1Client(None, timeout=5) as http:
+        client = HarnessClient(server.url, None, http)
+        assert (await client.capabilities()).api_version == "1"
+        with pytest.raises(HarnessError) as failed:
+            await client.capabilities()
+    assert failed.value.retryable
+    assert str(failed.value) == (
+        f"GET {server.url}/capabilities: the server closed the connection without answering"
+    )
+    assert [(r.connection, r.index) for r in server.requests] == [(1, 0), (1, 1), (2, 0)]
+
+
+async def test_a_harness_that_never_answers_is_tried_once_then_a_retryable_error():
+    """A new connection closed without an answer is no stale pooled one: not sent again."""
     with one_answer_per_connection(answers=False) as (url, received):
-        async with httpx.AsyncClient(timeout=5) as http:
+        async with Http1Client(None, timeout=5) as http:
             with pytest.raises(HarnessError) as failed:
                 await HarnessClient(url, None, http).capabilities()
     assert failed.value.retryable
-    assert "Server disconnected without sending a response" in str(failed.value)
-    assert len(received) == 2
+    assert str(failed.value) == (
+        f"GET {url}/capabilities: the server closed the connection without answering"
+    )
+    assert len(received) == 1
 
 
 def _completion(verdict: dict) -> bytes:

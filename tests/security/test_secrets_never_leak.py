@@ -500,6 +500,7 @@ async def test_an_upstream_quoting_the_key_back_does_not_leak_it():
     everyone logged in reads: a key an upstream quotes back in its error is masked."""
     from evalkit.cases.model import JudgeConfig
     from evalkit.harness.client import HarnessClient, HarnessError
+    from evalkit.http1 import Http1Client
     from evalkit.outbound import make_client
     from evalkit.scoring import judge as judge_mod
     from evalkit.scoring.judge import JudgeSetup
@@ -509,9 +510,10 @@ async def test_an_upstream_quoting_the_key_back_does_not_leak_it():
     key = "sk-echoed-" + secrets.token_hex(12)
     echo = Echo().start()
     try:
-        async with make_client(None) as http:
+        async with Http1Client(None) as harness_http:
             with pytest.raises(HarnessError) as caught:
-                await HarnessClient(echo.url, key, http).capabilities()
+                await HarnessClient(echo.url, key, harness_http).capabilities()
+        async with make_client(None) as http:
             judge = JudgeSetup(provider="p", base_url=echo.url + "/v1", model="m", api_key=key)
             [graded] = await judge_mod.grade(
                 _context(), JudgeConfig(rubric='expect "4"'), judge=judge, http=http

@@ -23,8 +23,9 @@ from evalkit.cases.model import JudgeConfig
 from evalkit.config import EgressSettings
 from evalkit.harness.client import HarnessClient, HarnessError
 from evalkit.harness.reference import ReferenceHarness
+from evalkit.http1 import Http1Client
 from evalkit.model.harness import Provides
-from evalkit.outbound import make_client
+from evalkit.outbound import EgressRefused, make_client
 from evalkit.scoring import judge as judge_mod
 from evalkit.scoring.judge import JudgeSetup
 from evalkit.scoring.model import RunContext
@@ -346,9 +347,14 @@ async def test_redirects_to_private_addresses_are_never_followed(sink, target):
     try:
         policy = EgressSettings(allowed_prefixes=[redirector.url])
         judge_mod._PLAIN_ONLY.clear()
-        async with make_client(policy) as http:
+        async with Http1Client(policy) as harness_http:
             with pytest.raises(HarnessError) as caught:
-                await HarnessClient(redirector.url, "hk-harness", http).capabilities()
+                await HarnessClient(redirector.url, "hk-harness", harness_http).capabilities()
+            # The same client refuses the redirect target when asked for it directly.
+            if target == "sink":
+                with pytest.raises(EgressRefused, match="starts with none of"):
+                    await harness_http.request("GET", location, max_body=2**20)
+        async with make_client(policy) as http:
             [graded] = await judge_mod.grade(
                 _context(),
                 JudgeConfig(rubric='expect "4"'),

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from evalkit.auth import access
 from evalkit.config import public_url
 from evalkit.edge.endpoint import Call, Endpoint
 from evalkit.errors import BadRequest, Conflict
+from evalkit.http1 import Http1Client
 from evalkit.model import runs as wire
 from evalkit.model.names import whole_number
-from evalkit.outbound import make_client
 from evalkit.runs import engine
 from evalkit.store import runs as store
 from evalkit.store.workspaces import get_workspace
@@ -20,13 +18,7 @@ from evalkit.store.workspaces import get_workspace
 TRANSITION_MAX_BODY = 72 * 2**20
 """A transition may carry a trajectory (the harness client reads at most 64 MiB)."""
 CAPABILITIES_TIMEOUT = 15.0
-
-
-def _edge_http(call: Call) -> httpx.AsyncClient:
-    state = call.request.app.state
-    if getattr(state, "outbound", None) is None:
-        state.outbound = make_client(call.settings.egress, timeout=CAPABILITIES_TIMEOUT)
-    return state.outbound  # type: ignore[no-any-return]
+"""Seconds a server-driven harness has to give its capabilities when an experiment starts."""
 
 
 # --------------------------------------------------------------------------- start
@@ -35,9 +27,11 @@ def _edge_http(call: Call) -> httpx.AsyncClient:
 async def experiments_create(call: Call) -> wire.Experiment:
     access.require_user(call.actor)
     body: wire.ExperimentCreate = await call.payload()
-    async with call.db.connection() as conn:
+    # A client per start, closed with it: a start reads one harness's capabilities at most.
+    http = Http1Client(call.settings.egress, timeout=CAPABILITIES_TIMEOUT)
+    async with http, call.db.connection() as conn:
         experiment_id = await engine.start_experiment(
-            conn, call.actor, body, settings=call.settings, http=_edge_http(call)
+            conn, call.actor, body, settings=call.settings, http=http
         )
         return await store.get_experiment(conn, experiment_id)
 
