@@ -19,6 +19,7 @@ from procrastinate import JobContext, RetryStrategy
 
 from evalkit.config import public_url
 from evalkit.db import Conn, Database
+from evalkit.errors import EvalkitError
 from evalkit.harness.client import HarnessClient
 from evalkit.jobs import procrastinate_adapter, queue, runtime
 from evalkit.jobs.app import DATABASE_RETRY, app
@@ -141,21 +142,34 @@ async def _drive(db: Database, run_id: int) -> int | None:
         settings = runtime.settings()
         work = store.sign_files(work, public_url(settings), settings.encryption_key or "")
     freed = False
+    held: list[Transition] = []
     while work.state not in TERMINAL:
         result = await machine.step(work, env)
         if result.handoff:
-            break  # the settle job takes it from here (see evalkit.jobs.settle)
+            break
         if result.transition is not None:
-            taken = await _record(db, result.transition, run.facts)
+            after = machine.advance(work, result.transition)
+            held.append(result.transition)
+            if result.wait == 0 and machine.fetches_trajectory_next(after, env):
+                # Recorded with the fetch's step: a crash before then leaves the run where
+                # it was, and starting it again is idempotent on the run's id.
+                work = after
+                continue
+            taken = await _record(db, held, run.facts)
             if not taken:
                 return None  # another driver moved it on: that one owns it now
-            before = work.state
-            for step in taken:
-                work = machine.advance(work, step)
+            before, work = held[0].from_state, after
+            for end in taken[len(held) :]:
+                work = machine.advance(work, end)
+            held = []
             freed = freed or (before in IN_FLIGHT and work.state not in IN_FLIGHT)
         if result.wait > 0 and work.state not in TERMINAL:
             await queue.defer_advance(None, run_id, after=result.wait)
             break
+    if held:  # only a step that hands off could follow a held one; none does today
+        if not await _record(db, held, run.facts):
+            return None
+        freed = freed or (held[0].from_state in IN_FLIGHT and work.state not in IN_FLIGHT)
     if not freed:
         return None
     async with db.connection() as conn:
@@ -163,29 +177,41 @@ async def _drive(db: Database, run_id: int) -> int | None:
     return claimed[0] if claimed else None
 
 
-async def _record(db: Database, step: Transition, facts: ExperimentFacts) -> list[Transition]:
-    """Record ``step``; the steps recorded (none: another driver had moved the run on).
+async def _record(
+    db: Database, steps: list[Transition], facts: ExperimentFacts
+) -> list[Transition]:
+    """Record ``steps``, consecutive steps of one run (in one transaction when there are
+    several); the steps recorded (none: another driver had moved the run on).
 
-    A step to scoring goes with the run's scores and its step to done or failed, in one
-    transaction, when nothing its case selects calls outside evalkit
+    A step to scoring goes with the run's scores and its step to done or failed, in the
+    same transaction, when nothing its case selects calls outside evalkit
     (:func:`evalkit.runs.engine.score_in_place`): a few statements instead of a scoring
     step's half a dozen transactions. Otherwise this job scores the run next."""
+    last = steps[-1]
     async with db.connection() as conn:
-        if step.to_state != "scoring":
+        if len(steps) == 1 and last.to_state != "scoring":
             applied = await engine.record(
-                conn, step, facts, actor=engine.WORKER, scores_itself=True
+                conn, last, facts, actor=engine.WORKER, scores_itself=True
             )
-            return [step] if applied else []
+            return [last] if applied else []
+        ends: list[Transition] = []
         async with conn.transaction():
-            if not await engine.record(conn, step, facts, actor=engine.WORKER, scores_itself=True):
-                return []
-            ends = await engine.score_in_place(
-                conn, [step], facts, actor=engine.WORKER, queue_others=False
+            applied = await engine.record_all(
+                conn, steps, facts, actor=engine.WORKER, scores_itself=True, close=False
             )
-        if ends:
+            if not applied[0]:
+                return []  # the run had moved on: nothing was written
+            if not all(applied):
+                # After its first step this transaction holds the run: only a bug gets here.
+                raise EvalkitError(f"run {last.run_id} moved while its steps were recorded")
+            if last.to_state == "scoring":
+                ends = await engine.score_in_place(
+                    conn, [last], facts, actor=engine.WORKER, queue_others=False
+                )
+        if ends or last.to_state in TERMINAL:
             # this transaction's close check could not see a run another job ended meanwhile
             await engine.close_after_commit(conn, facts.experiment_id)
-    return [step, *ends]
+    return [*steps, *ends]
 
 
 def _env(run: LoadedRun) -> machine.Env:

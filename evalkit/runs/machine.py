@@ -334,6 +334,17 @@ async def _time_out(
     return Step(stopping, wait=min(work.settings.poll_interval, work.settings.stop_grace))
 
 
+def fetches_trajectory_next(work: RunWork, env: Env) -> bool:
+    """Whether the next step of ``work`` is at once a call for its trajectory to the harness
+    (a driver may record the step that led here together with that call's step)."""
+    return (
+        work.state == "collecting"
+        and work.trajectory_source != "otel"
+        and env.capabilities.provides.trajectory
+        and work.harness_run_id is not None
+    )
+
+
 async def _collect(work: RunWork, env: Env) -> Step:
     if work.trajectory_source == "otel":
         return Step(None, handoff=True)

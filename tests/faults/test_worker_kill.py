@@ -359,6 +359,12 @@ PHASE_OF = {
     ("status", "running"): "poll",
     ("status", "stopping"): "stop-grace",
     ("stop", "running"): "stop-grace",
+    # The step to collecting is recorded with the fetch's step, so during the fetch the
+    # run is still where the harness's final status found it; a run taken on again after
+    # a kill fetches from collecting.
+    ("trajectory", "starting"): "settle",
+    ("trajectory", "running"): "settle",
+    ("trajectory", "stopping"): "settle",
     ("trajectory", "collecting"): "settle",
     ("evaluate", "scoring"): "scoring",
 }

@@ -97,15 +97,22 @@ def test_local_evaluators_end_the_run_with_its_trajectory(engine, token, cli, tm
     runs = {r["case_id"]: r["id"] for r in detail["run_list"]}
 
     def tail(run_id: int) -> list[tuple]:
-        found = events(engine, token, run_id)[-2:]
+        found = events(engine, token, run_id)[-3:]
         return [(e["from_state"], e["to_state"], e["actor"], e["at"]) for e in found]
 
     for name in ("add", "mul"):
-        (_, to_scoring, actor, at_scoring), (_, to_done, _, at_done) = tail(runs[name])
-        assert (to_scoring, to_done, actor) == ("scoring", "done", "worker")
-        assert at_scoring == at_done, "scoring and done in one transaction (one now())"
-    (_, _, _, at_scoring), (_, to_done, _, at_done) = tail(runs["judged"])
-    assert to_done == "done" and at_scoring != at_done  # the scoring job's own step
+        collected, scored, ended = tail(runs[name])
+        assert (collected[1], scored[1], ended[1], scored[2]) == (
+            "collecting",
+            "scoring",
+            "done",
+            "worker",
+        )
+        # The step to collecting waits for the trajectory's fetch; then it, the step to
+        # scoring with the scores and the step to done are one transaction (one now()).
+        assert collected[3] == scored[3] == ended[3], tail(runs[name])
+    collected, scored, ended = tail(runs["judged"])
+    assert ended[1] == "done" and collected[3] == scored[3] != ended[3]  # the job's own step
 
     in_place = [runs["add"], runs["mul"]]
     first = {run_id: scores(engine, token, run_id, 1) for run_id in in_place}
