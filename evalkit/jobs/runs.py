@@ -190,10 +190,8 @@ async def _record(
     last = steps[-1]
     async with db.connection() as conn:
         if len(steps) == 1 and last.to_state != "scoring":
-            applied = await engine.record(
-                conn, last, facts, actor=engine.WORKER, scores_itself=True
-            )
-            return [last] if applied else []
+            one = await engine.record(conn, last, facts, actor=engine.WORKER, scores_itself=True)
+            return [last] if one else []
         ends: list[Transition] = []
         async with conn.transaction():
             applied = await engine.record_all(
