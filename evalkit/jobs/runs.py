@@ -146,13 +146,14 @@ async def _drive(db: Database, run_id: int) -> int | None:
     while work.state not in TERMINAL:
         result = await machine.step(work, env)
         if result.handoff:
-            break
+            break  # the settle job takes it from here (see evalkit.jobs.settle)
         if result.transition is not None:
             after = machine.advance(work, result.transition)
             held.append(result.transition)
             if result.wait == 0 and machine.fetches_trajectory_next(after, env):
-                # Recorded with the fetch's step: a crash before then leaves the run where
-                # it was, and starting it again is idempotent on the run's id.
+                # Recorded with the fetch's step, which always follows: a crash before then
+                # leaves the run where it was, and starting it again is idempotent on the
+                # run's id.
                 work = after
                 continue
             taken = await _record(db, held, run.facts)
@@ -166,10 +167,6 @@ async def _drive(db: Database, run_id: int) -> int | None:
         if result.wait > 0 and work.state not in TERMINAL:
             await queue.defer_advance(None, run_id, after=result.wait)
             break
-    if held:  # only a step that hands off could follow a held one; none does today
-        if not await _record(db, held, run.facts):
-            return None
-        freed = freed or (held[0].from_state in IN_FLIGHT and work.state not in IN_FLIGHT)
     if not freed:
         return None
     async with db.connection() as conn:
@@ -201,7 +198,10 @@ async def _record(
                 return []  # the run had moved on: nothing was written
             if not all(applied):
                 # After its first step this transaction holds the run: only a bug gets here.
-                raise EvalkitError(f"run {last.run_id} moved while its steps were recorded")
+                raise EvalkitError(
+                    f"run {last.run_id} moved while this worker recorded its steps, which its "
+                    "row lock rules out; nothing was written and the job will try again"
+                )
             if last.to_state == "scoring":
                 ends = await engine.score_in_place(
                     conn, [last], facts, actor=engine.WORKER, queue_others=False

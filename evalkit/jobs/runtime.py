@@ -4,7 +4,8 @@ from them once per process (the outbound HTTP clients, the blob store, the secre
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import httpx
 
@@ -17,6 +18,8 @@ from evalkit.outbound import make_client
 from evalkit.store.agents import key_context
 
 _state: dict[str, Any] = {}
+
+T = TypeVar("T")
 
 
 def install(db: Database, settings: Settings) -> None:
@@ -42,39 +45,46 @@ def settings() -> Settings:
 def harness_http() -> Http1Client:
     """One pooled client for every Harness API call of this process (the runs' hot path,
     see :mod:`evalkit.http1`), under the egress policy."""
-    if "harness_http" not in _state:
-        worker = settings().worker
-        _state["harness_http"] = Http1Client(
+    return _kept(
+        "harness_http",
+        lambda: Http1Client(
             settings().egress,
-            timeout=worker.harness_timeout_seconds,
-            max_connections=max(worker.concurrency * 2, 20),
-        )
-    return _state["harness_http"]  # type: ignore[no-any-return]
+            timeout=settings().worker.harness_timeout_seconds,
+            max_connections=_connections(),
+        ),
+    )
 
 
 def http_client() -> httpx.AsyncClient:
     """One pooled httpx client for this process's other outbound calls (the judge and remote
     evaluators), under the egress policy."""
-    if "http" not in _state:
-        worker = settings().worker
-        _state["http"] = make_client(
+    return _kept(
+        "http",
+        lambda: make_client(
             settings().egress,
-            timeout=worker.harness_timeout_seconds,
-            max_connections=max(worker.concurrency * 2, 20),
-        )
-    return _state["http"]  # type: ignore[no-any-return]
+            timeout=settings().worker.harness_timeout_seconds,
+            max_connections=_connections(),
+        ),
+    )
 
 
 def secret_box() -> SecretBox:
-    if "box" not in _state:
-        _state["box"] = SecretBox(settings().encryption_key)
-    return _state["box"]  # type: ignore[no-any-return]
+    return _kept("box", lambda: SecretBox(settings().encryption_key))
 
 
 def blob_store() -> BlobStore:
-    if "blobs" not in _state:
-        _state["blobs"] = open_blob_store(settings().resolved_blob_url)
-    return _state["blobs"]  # type: ignore[no-any-return]
+    return _kept("blobs", lambda: open_blob_store(settings().resolved_blob_url))
+
+
+def _kept(name: str, make: Callable[[], T]) -> T:
+    """The process's one ``name``, made by ``make`` the first time it is asked for."""
+    if name not in _state:
+        _state[name] = make()
+    return cast(T, _state[name])
+
+
+def _connections() -> int:
+    return max(settings().worker.concurrency * 2, 20)
 
 
 def agent_key(agent_id: int, stored: str | None) -> str | None:

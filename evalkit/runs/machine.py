@@ -335,11 +335,14 @@ async def _time_out(
 
 
 def fetches_trajectory_next(work: RunWork, env: Env) -> bool:
-    """Whether the next step of ``work`` is at once a call for its trajectory to the harness
-    (a driver may record the step that led here together with that call's step)."""
+    """Whether the next step of ``work`` is at once a call for its trajectory to the harness,
+    which always ends in a step (a driver may record the step that led here with it)."""
+    return work.state == "collecting" and _harness_gives_trajectory(work, env)
+
+
+def _harness_gives_trajectory(work: RunWork, env: Env) -> bool:
     return (
-        work.state == "collecting"
-        and work.trajectory_source != "otel"
+        work.trajectory_source != "otel"
         and env.capabilities.provides.trajectory
         and work.harness_run_id is not None
     )
@@ -348,8 +351,9 @@ def fetches_trajectory_next(work: RunWork, env: Env) -> bool:
 async def _collect(work: RunWork, env: Env) -> Step:
     if work.trajectory_source == "otel":
         return Step(None, handoff=True)
-    if not env.capabilities.provides.trajectory or work.harness_run_id is None:
+    if not _harness_gives_trajectory(work, env):
         return Step(transition(work, "scoring"))
+    assert work.harness_run_id is not None  # _harness_gives_trajectory checked it
     partial = work.timed_out and work.harness_status not in FINAL_STATUSES
     try:
         raw = await env.harness.trajectory(work.harness_run_id)

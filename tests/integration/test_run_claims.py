@@ -77,11 +77,12 @@ def test_a_claim_waiting_on_another_counts_what_that_one_claimed(queued):
     assert len(first_claimed) == 2  # up to the new limit of 4
 
     second: list[tuple[int]] = []
-    waiting = threading.Thread(
-        target=lambda: second.extend(
-            psycopg.connect(url, autocommit=True).execute(CLAIM, (agent_id,)).fetchall()
-        )
-    )
+
+    def claim_again() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            second.extend(conn.execute(CLAIM, (agent_id,)).fetchall())
+
+    waiting = threading.Thread(target=claim_again)
     waiting.start()
     with psycopg.connect(url, autocommit=True) as watcher:
         until(
