@@ -102,7 +102,9 @@ async def queue_orphans(
 @app.task(name=queue.ADVANCE_RUN, retry=JOB_RETRY, pass_context=True)
 async def advance_run(context: JobContext, run_id: int) -> None:
     db = runtime.database()
-    next_run: int | None = run_id
+    async with db.connection() as conn:
+        loaded = await store.load_work(conn, [run_id])
+    next_run = loaded[0] if loaded else None
     while next_run is not None:
         current = next_run
         try:
@@ -111,24 +113,19 @@ async def advance_run(context: JobContext, run_id: int) -> None:
             if (context.job.attempts or 0) + 1 < JOB_ATTEMPTS:
                 raise
             # The last attempt: a run must not stay live with no job to move it.
-            log.exception("run %s: giving up after %s job attempts", current, JOB_ATTEMPTS)
+            run_id = current.work.run_id
+            log.exception("run %s: giving up after %s job attempts", run_id, JOB_ATTEMPTS)
             async with db.connection() as conn:
-                [loaded] = await store.load_work(conn, [current])
                 error = f"evalkit could not advance the run: {exc}"
-                await engine.give_up(conn, current, error, loaded.facts)
+                await engine.give_up(conn, run_id, error, current.facts)
             return
 
 
-async def _drive(db: Database, run_id: int) -> int | None:
+async def _drive(db: Database, run: LoadedRun) -> LoadedRun | None:
     """Step one run as far as it goes now; return the next run to drive, if a slot freed.
 
     A connection is taken for each statement, never held across a harness call: a slow
     harness must not starve the other jobs of the pool."""
-    async with db.connection() as conn:
-        loaded = await store.load_work(conn, [run_id])
-    if not loaded:
-        return None
-    run = loaded[0]
     work = run.work
     if work.state in TERMINAL:
         # Closing the experiment may be the step a crash lost: it is cheap to repeat.
@@ -165,50 +162,64 @@ async def _drive(db: Database, run_id: int) -> int | None:
             held = []
             freed = freed or (before in IN_FLIGHT and work.state not in IN_FLIGHT)
         if result.wait > 0 and work.state not in TERMINAL:
-            await queue.defer_advance(None, run_id, after=result.wait)
+            await queue.defer_advance(None, work.run_id, after=result.wait)
             break
-    if not freed:
-        return None
+    next_run = await _claim_next(db, run.facts) if freed else None
+    if work.state in TERMINAL and not _keeps_open(next_run, run.facts):
+        # After the commit that ended the run: a check inside its transaction could not see
+        # a run another job ended meanwhile (nor that job's check this one).
+        async with db.connection() as conn:
+            await engine.close_after_commit(conn, run.facts.experiment_id)
+    return next_run
+
+
+async def _claim_next(db: Database, facts: ExperimentFacts) -> LoadedRun | None:
     async with db.connection() as conn:
-        claimed = await store.claim_runs(conn, run.facts.agent_id, limit=1, actor=engine.WORKER)
+        claimed = await store.claim_work(conn, facts.agent_id, limit=1, actor=engine.WORKER)
     return claimed[0] if claimed else None
+
+
+def _keeps_open(next_run: LoadedRun | None, facts: ExperimentFacts) -> bool:
+    """Whether ``next_run``, just claimed, keeps the ended run's experiment open: it is a
+    live run of it, and whoever ends it checks again."""
+    return next_run is not None and next_run.facts.experiment_id == facts.experiment_id
 
 
 async def _record(
     db: Database, steps: list[Transition], facts: ExperimentFacts
 ) -> list[Transition]:
     """Record ``steps``, consecutive steps of one run (in one transaction when there are
-    several); the steps recorded (none: another driver had moved the run on).
+    several); the steps recorded (none: another driver had moved the run on). A run that
+    ended here leaves its experiment's close to the caller.
 
     A step to scoring goes with the run's scores and its step to done or failed, in the
     same transaction, when nothing its case selects calls outside evalkit
     (:func:`evalkit.runs.engine.score_in_place`): a few statements instead of a scoring
     step's half a dozen transactions. Otherwise this job scores the run next."""
     last = steps[-1]
-    async with db.connection() as conn:
-        if len(steps) == 1 and last.to_state != "scoring":
-            one = await engine.record(conn, last, facts, actor=engine.WORKER, scores_itself=True)
-            return [last] if one else []
-        ends: list[Transition] = []
-        async with conn.transaction():
-            applied = await engine.record_all(
-                conn, steps, facts, actor=engine.WORKER, scores_itself=True, close=False
+    if len(steps) == 1 and last.to_state != "scoring":
+        async with db.connection() as conn:
+            [one] = await engine.record_all(
+                conn, [last], facts, actor=engine.WORKER, scores_itself=True, close=False
             )
-            if not applied[0]:
-                return []  # the run had moved on: nothing was written
-            if not all(applied):
-                # After its first step this transaction holds the run: only a bug gets here.
-                raise EvalkitError(
-                    f"run {last.run_id} moved while this worker recorded its steps, which its "
-                    "row lock rules out; nothing was written and the job will try again"
-                )
-            if last.to_state == "scoring":
-                ends = await engine.score_in_place(
-                    conn, [last], facts, actor=engine.WORKER, queue_others=False
-                )
-        if ends or last.to_state in TERMINAL:
-            # this transaction's close check could not see a run another job ended meanwhile
-            await engine.close_after_commit(conn, facts.experiment_id)
+        return [last] if one else []
+    async with db.pipelined_transaction() as conn:
+        applied = await engine.record_all(
+            conn, steps, facts, actor=engine.WORKER, scores_itself=True, close=False
+        )
+        if not applied[0]:
+            return []  # the run had moved on: nothing was written
+        if not all(applied):
+            # After its first step this transaction holds the run: only a bug gets here.
+            raise EvalkitError(
+                f"run {last.run_id} moved while this worker recorded its steps, which its "
+                "row lock rules out; nothing was written and the job will try again"
+            )
+        ends: list[Transition] = []
+        if last.to_state == "scoring":
+            ends = await engine.score_in_place(
+                conn, [last], facts, actor=engine.WORKER, queue_others=False
+            )
     return [*steps, *ends]
 
 

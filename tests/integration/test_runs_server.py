@@ -174,6 +174,31 @@ def test_max_concurrent_runs_is_respected_across_experiments(engine, dev, cli):
         assert ref.counters.max_live == 2
 
 
+def test_an_experiment_closes_when_its_last_run_hands_its_slot_to_another(
+    engine, dev, cli, database_url
+):
+    """A run that ends claims the agent's next queued run; when that run is another
+    experiment's, the ended run's experiment is closed at once (the close is skipped only
+    when the claimed run keeps the same experiment open), not left to the sweep."""
+    with harness(Behaviour(run_seconds=0.3)) as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url, max_concurrent_runs=1)
+        ids = []
+        for _ in range(2):
+            started = cli("run", "finance@dev", "--agent", "ref@dev", "--no-wait", "--json")
+            assert started.code == 0, started.err
+            ids.append(started.json["id"])
+        assert wait_finished(engine, dev, ids[1])["by_state"] == {"done": 3}
+    with psycopg.connect(database_url) as conn:
+        [first_closed] = conn.execute(
+            "SELECT finished_at FROM experiments WHERE id = %s", (ids[0],)
+        ).fetchone()
+        [second_first_end] = conn.execute(
+            "SELECT min(finished_at) FROM runs WHERE experiment_id = %s", (ids[1],)
+        ).fetchone()
+    assert first_closed is not None, "the first experiment was left open"
+    assert first_closed < second_first_end
+
+
 def test_max_concurrent_runs_holds_across_two_worker_processes(engine, dev, cli, tmp_path):
     """A second `evalkit worker` process on the same database, beside the server's own:
     both take the agent's runs, and together they never have more than its limit live."""
