@@ -119,6 +119,8 @@ def main() -> None:
 
 
 ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+CPU_ROW = re.compile(r"^\s*(\d+)((?:\s+[\d.]+){5})\s*$")
+"""A row of the CPU table: slots, then worker, harness, postgres, edge and total ms a run."""
 
 
 def compare_trees(args: argparse.Namespace) -> None:
@@ -128,28 +130,48 @@ def compare_trees(args: argparse.Namespace) -> None:
     passed = ["--cases", str(args.cases), "--worker-concurrency", str(args.worker_concurrency)]
     passed += ["--slots", *map(str, args.slots)]
     rates: dict[str, dict[int, list[float]]] = {"old": {}, "new": {}}
+    cpu: dict[str, dict[int, list[list[float]]]] = {"old": {}, "new": {}}
     for round_no in range(1, args.rounds + 1):
         for name, tree in (("old", old), ("new", new)):
-            print(f"round {round_no}: {name} tree ({tree})", flush=True)
-            for slots, rate in _one_run(tree, passed).items():
+            print(f"round {round_no}: {name} tree ({tree}), load {_load()}", flush=True)
+            found_rates, found_cpu = _one_run(tree, passed)
+            for slots, rate in found_rates.items():
                 rates[name].setdefault(slots, []).append(rate)
+            for slots, spent in found_cpu.items():
+                cpu[name].setdefault(slots, []).append(spent)
     print(f"\n{'max_concurrent_runs':>20}{'old runs/s':>12}{'new runs/s':>12}{'new/old':>9}")
     for slots in args.slots:
         before = statistics.median(rates["old"][slots])
         after = statistics.median(rates["new"][slots])
         print(f"{slots:>20}{before:>12.1f}{after:>12.1f}{after / before:>9.2f}")
     print(f"(medians of {args.rounds} alternating rounds; each: {rates})")
+    print("\nCPU ms a run, medians by process (worker, harness, postgres, edge, total):")
+    for slots in args.slots:
+        for name in ("old", "new"):
+            by_part = zip(*cpu[name][slots], strict=True)
+            cells = "".join(f"{statistics.median(part):>9.2f}" for part in by_part)
+            print(f"{slots:>20} {name:>4}{cells}")
+        total_old = statistics.median(row[-1] for row in cpu["old"][slots])
+        total_new = statistics.median(row[-1] for row in cpu["new"][slots])
+        print(f"{slots:>20} new/old total {total_new / total_old:.2f}")
 
 
-def _one_run(tree: Path, passed: list[str]) -> dict[int, float]:
+def _load() -> str:
+    return Path("/proc/loadavg").read_text().split()[0]
+
+
+def _one_run(tree: Path, passed: list[str]) -> tuple[dict[int, float], dict[int, list[float]]]:
+    """One run's runs/s and CPU ms a run (by process, then the total), by slot count."""
     # This script in both trees (only evalkit differs), so both are timed the same way.
     stdout = run_in_tree(tree, Path(__file__).resolve(), passed)
-    found = {}
+    rates: dict[int, float] = {}
+    cpu: dict[int, list[float]] = {}
     for line in stdout.splitlines():
-        match = ROW.match(line)
-        if match:
-            found[int(match[1])] = float(match[3])
-    return found
+        if match := ROW.match(line):
+            rates[int(match[1])] = float(match[3])
+        elif match := CPU_ROW.match(line):
+            cpu[int(match[1])] = [float(cell) for cell in match[2].split()]
+    return rates, cpu
 
 
 if __name__ == "__main__":
