@@ -175,8 +175,11 @@ async def _drive(db: Database, run: LoadedRun) -> LoadedRun | None:
 
 async def _claim_next(db: Database, facts: ExperimentFacts) -> LoadedRun | None:
     async with db.connection() as conn:
-        claimed = await store.claim_work(conn, facts.agent_id, limit=1, actor=engine.WORKER)
-    return claimed[0] if claimed else None
+        claimed = await store.claim_runs(conn, facts.agent_id, limit=1, actor=engine.WORKER)
+        if not claimed:
+            return None
+        loaded = await store.load_work(conn, claimed)
+    return loaded[0] if loaded else None
 
 
 def _keeps_open(next_run: LoadedRun | None, facts: ExperimentFacts) -> bool:

@@ -137,13 +137,24 @@ WHERE id = %(experiment_id)s
                 AND r.state NOT IN ('done', 'failed', 'errored'));
 
 -- name: run_work :many
--- Everything the state machine needs for these runs (see run_work_view in
--- evalkit/sql/schema/0019_claim_with_work.sql).
-SELECT * FROM run_work_view
+-- Everything the state machine needs for these runs.
+SELECT r.id AS run_id, r.experiment_id, r.agent_id, r.state, r.attempts, r.case_id,
+       r.repetition, r.harness_run_id, r.harness_status, r.session_id, r.timed_out,
+       r.started_at, r.harness_done_at,
+       r.deadline_at, r.stop_requested_at,
+       e.model, e.capabilities, e.driver, e.created_by AS experiment_created_by,
+       a.harness_url, a.api_key, a.trajectory_source, a.run_timeout_seconds,
+       a.poll_interval_seconds, a.stop_grace_seconds, a.trajectory_wait_seconds,
+       v.content, v.fixtures, tv.content AS target_content, tv.fixtures AS target_fixtures
+FROM runs r
+JOIN experiments e ON e.id = r.experiment_id
+JOIN agents a ON a.id = r.agent_id
+JOIN case_versions v ON v.id = r.case_version_id
+LEFT JOIN case_versions tv ON tv.id = r.target_version_id
 -- The ids through a sub-select: a plan that cannot see how many there are is the same for every
 -- call, so PostgreSQL keeps one generic plan instead of planning this join on each call.
-WHERE run_id = ANY(ARRAY(SELECT unnest(%(run_ids)s::bigint[])))
-ORDER BY run_id;
+WHERE r.id = ANY(ARRAY(SELECT unnest(%(run_ids)s::bigint[])))
+ORDER BY r.id;
 
 -- name: run_live_ids :many
 -- The runs of an experiment that are not terminal yet.
@@ -194,10 +205,6 @@ SELECT id FROM moved;
 -- agent's max_concurrent_runs in flight, logging each step (the machine's claim, taken for
 -- many runs in one statement; see evalkit/sql/schema/0018_claim_in_one_statement.sql).
 SELECT id FROM evalkit_claim_runs(%(agent_id)s, %(limit)s, %(actor)s) AS id;
-
--- name: runs_claim_work :many
--- runs_claim, returning each claimed run's run_work row instead of its id.
-SELECT * FROM evalkit_claim_work(%(agent_id)s, %(limit)s, %(actor)s);
 
 -- name: agents_with_queued_runs :many
 -- Agents that have server-driven runs waiting (the periodic dispatcher's sweep).

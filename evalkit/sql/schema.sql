@@ -1,4 +1,4 @@
--- evalkit's database schema at migration 0019. GENERATED: do not edit.
+-- evalkit's database schema at migration 0018. GENERATED: do not edit.
 -- The migrations (evalkit/sql/migrations/, with the SQL in evalkit/sql/schema/) are
 -- the source of truth; this file shows what they build, each table with its
 -- constraints, indexes, triggers and foreign keys, to read (nothing runs it).
@@ -40,21 +40,6 @@ BEGIN
         FROM claimed c
     )
     SELECT c.id FROM claimed c ORDER BY c.id;
-END;
-$$;
-
-
-CREATE FUNCTION public.evalkit_claim_work(p_agent_id bigint, p_limit integer, p_actor text) RETURNS SETOF public.run_work_view
-    LANGUAGE plpgsql
-    AS $$
-DECLARE
-    claimed bigint[];
-BEGIN
-    claimed := ARRAY(SELECT evalkit_claim_runs(p_agent_id, p_limit, p_actor));
-    -- ARRAY(SELECT unnest(...)) for the plan cache, as in the run_work query: a plan that
-    -- cannot see the ids is kept, where one that can is made again on every call.
-    RETURN QUERY SELECT * FROM run_work_view
-    WHERE run_id = ANY(ARRAY(SELECT unnest(claimed))) ORDER BY run_id;
 END;
 $$;
 
@@ -121,44 +106,6 @@ BEGIN
     RETURN NEW;
 END;
 $$;
-
-
-CREATE VIEW public.run_work_view AS
- SELECT r.id AS run_id,
-    r.experiment_id,
-    r.agent_id,
-    r.state,
-    r.attempts,
-    r.case_id,
-    r.repetition,
-    r.harness_run_id,
-    r.harness_status,
-    r.session_id,
-    r.timed_out,
-    r.started_at,
-    r.harness_done_at,
-    r.deadline_at,
-    r.stop_requested_at,
-    e.model,
-    e.capabilities,
-    e.driver,
-    e.created_by AS experiment_created_by,
-    a.harness_url,
-    a.api_key,
-    a.trajectory_source,
-    a.run_timeout_seconds,
-    a.poll_interval_seconds,
-    a.stop_grace_seconds,
-    a.trajectory_wait_seconds,
-    v.content,
-    v.fixtures,
-    tv.content AS target_content,
-    tv.fixtures AS target_fixtures
-   FROM ((((public.runs r
-     JOIN public.experiments e ON ((e.id = r.experiment_id)))
-     JOIN public.agents a ON ((a.id = r.agent_id)))
-     JOIN public.case_versions v ON ((v.id = r.case_version_id)))
-     LEFT JOIN public.case_versions tv ON ((tv.id = r.target_version_id)));
 
 
 -- agent_tokens

@@ -330,29 +330,22 @@ def run_view(
 
 async def load_work(conn: Conn, run_ids: list[int]) -> list[wire.LoadedRun]:
     """Each run as the state machine sees it, with its experiment and agent's harness."""
-    return [_loaded(row) for row in await conn.all("run_work", run_ids=run_ids)]
-
-
-async def claim_work(conn: Conn, agent_id: int, limit: int, *, actor: str) -> list[wire.LoadedRun]:
-    """:func:`claim_runs`, returning each claimed run as :func:`load_work` would, in the
-    same round trip."""
-    rows = await conn.all("runs_claim_work", agent_id=agent_id, limit=limit, actor=actor)
-    return [_loaded(row) for row in rows]
-
-
-def _loaded(row: dict[str, Any]) -> wire.LoadedRun:
-    return wire.LoadedRun(
-        work=work_from_row(row),
-        facts=wire.ExperimentFacts(
-            experiment_id=row["experiment_id"],
-            agent_id=row["agent_id"],
-            driver=row["driver"],
-            trajectory_source=row["trajectory_source"],
-        ),
-        harness_url=row["harness_url"],
-        api_key=row["api_key"],
-        capabilities=row["capabilities"],
-    )
+    rows = await conn.all("run_work", run_ids=run_ids)
+    return [
+        wire.LoadedRun(
+            work=work_from_row(row),
+            facts=wire.ExperimentFacts(
+                experiment_id=row["experiment_id"],
+                agent_id=row["agent_id"],
+                driver=row["driver"],
+                trajectory_source=row["trajectory_source"],
+            ),
+            harness_url=row["harness_url"],
+            api_key=row["api_key"],
+            capabilities=row["capabilities"],
+        )
+        for row in rows
+    ]
 
 
 def work_from_row(row: dict[str, Any]) -> wire.RunWork:

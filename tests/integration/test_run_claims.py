@@ -116,21 +116,3 @@ def test_a_claim_never_takes_past_the_limit(queued):
     assert claimed == []
     assert _states(url, agent_id) == {"starting": 2, "queued": 4}
     assert logged == 2  # each claimed run's step is logged once
-
-
-def test_a_claim_with_work_returns_each_claimed_run_as_the_machine_reads_it(queued):
-    """evalkit_claim_work (evalkit/sql/schema/0019_claim_with_work.sql) claims and reads in
-    one round trip; its read must see the runs it just claimed, in starting."""
-    url, agent_id = queued
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("UPDATE agents SET max_concurrent_runs = 3 WHERE id = %s", (agent_id,))
-        cur = conn.execute("SELECT * FROM evalkit_claim_work(%s, 10, 'test')", (agent_id,))
-        columns = [c.name for c in cur.description]
-        claimed = cur.fetchall()
-        assert len(claimed) == 1
-        read_after = conn.execute(
-            "SELECT * FROM run_work_view WHERE run_id = %s", (claimed[0][0],)
-        ).fetchall()
-    assert dict(zip(columns, claimed[0], strict=True))["state"] == "starting"
-    assert claimed == read_after
-    assert _states(url, agent_id) == {"starting": 3, "queued": 3}
