@@ -102,23 +102,23 @@ async def queue_orphans(
 @app.task(name=queue.ADVANCE_RUN, retry=JOB_RETRY, pass_context=True)
 async def advance_run(context: JobContext, run_id: int) -> None:
     db = runtime.database()
-    async with db.connection() as conn:
-        loaded = await store.load_work(conn, [run_id])
-    next_run = loaded[0] if loaded else None
-    while next_run is not None:
-        current = next_run
-        try:
-            next_run = await _drive(db, current)
-        except Exception as exc:
-            if (context.job.attempts or 0) + 1 < JOB_ATTEMPTS:
-                raise
-            # The last attempt: a run must not stay live with no job to move it.
-            run_id = current.work.run_id
-            log.exception("run %s: giving up after %s job attempts", run_id, JOB_ATTEMPTS)
-            async with db.connection() as conn:
-                error = f"evalkit could not advance the run: {exc}"
-                await engine.give_up(conn, run_id, error, current.facts)
-            return
+    driving = run_id
+    try:
+        async with db.connection() as conn:
+            loaded = await store.load_work(conn, [run_id])
+        next_run = loaded[0] if loaded else None
+        while next_run is not None:
+            driving = next_run.work.run_id
+            next_run = await _drive(db, next_run)
+    except Exception as exc:
+        if (context.job.attempts or 0) + 1 < JOB_ATTEMPTS:
+            raise
+        # The last attempt: a run must not stay live with no job to move it.
+        log.exception("run %s: giving up after %s job attempts", driving, JOB_ATTEMPTS)
+        async with db.connection() as conn:
+            [run] = await store.load_work(conn, [driving])
+            error = f"evalkit could not advance the run: {exc}"
+            await engine.give_up(conn, driving, error, run.facts)
 
 
 async def _drive(db: Database, run: LoadedRun) -> LoadedRun | None:

@@ -160,14 +160,20 @@ def test_review_never_filters_a_run(engine, dev, cli):
         assert result.json["by_state"] == {"done": 3} and ref.counters.runs_created == 3
 
 
+def _start_without_waiting(cli, count: int) -> list[int]:
+    """The ids of ``count`` experiments of finance@dev on ref@dev, started one after another."""
+    ids = []
+    for _ in range(count):
+        started = cli("run", "finance@dev", "--agent", "ref@dev", "--no-wait", "--json")
+        assert started.code == 0, started.err
+        ids.append(started.json["id"])
+    return ids
+
+
 def test_max_concurrent_runs_is_respected_across_experiments(engine, dev, cli):
     with harness(Behaviour(run_seconds=0.3)) as ref:
         create_agent(engine, dev, "dev", "ref", ref.url, max_concurrent_runs=2)
-        ids = []
-        for _ in range(3):
-            started = cli("run", "finance@dev", "--agent", "ref@dev", "--no-wait", "--json")
-            assert started.code == 0, started.err
-            ids.append(started.json["id"])
+        ids = _start_without_waiting(cli, 3)
         for experiment_id in ids:
             assert wait_finished(engine, dev, experiment_id)["by_state"] == {"done": 3}
         assert ref.counters.runs_created == 9
@@ -182,11 +188,7 @@ def test_an_experiment_closes_when_its_last_run_hands_its_slot_to_another(
     when the claimed run keeps the same experiment open), not left to the sweep."""
     with harness(Behaviour(run_seconds=0.3)) as ref:
         create_agent(engine, dev, "dev", "ref", ref.url, max_concurrent_runs=1)
-        ids = []
-        for _ in range(2):
-            started = cli("run", "finance@dev", "--agent", "ref@dev", "--no-wait", "--json")
-            assert started.code == 0, started.err
-            ids.append(started.json["id"])
+        ids = _start_without_waiting(cli, 2)
         assert wait_finished(engine, dev, ids[1])["by_state"] == {"done": 3}
     with psycopg.connect(database_url) as conn:
         [first_closed] = conn.execute(
