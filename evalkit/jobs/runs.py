@@ -129,8 +129,7 @@ async def _drive(db: Database, run: LoadedRun) -> LoadedRun | None:
     work = run.work
     if work.state in TERMINAL:
         # Closing the experiment may be the step a crash lost: it is cheap to repeat.
-        async with db.connection() as conn:
-            await store.finish_experiment_if_done(conn, work.experiment_id)
+        await _close_if_done(db, work.experiment_id)
         return None
     if work.state == "queued":
         return None
@@ -168,9 +167,13 @@ async def _drive(db: Database, run: LoadedRun) -> LoadedRun | None:
     if work.state in TERMINAL and not _keeps_open(next_run, run.facts):
         # After the commit that ended the run: a check inside its transaction could not see
         # a run another job ended meanwhile (nor that job's check this one).
-        async with db.connection() as conn:
-            await engine.close_after_commit(conn, run.facts.experiment_id)
+        await _close_if_done(db, run.facts.experiment_id)
     return next_run
+
+
+async def _close_if_done(db: Database, experiment_id: int) -> None:
+    async with db.connection() as conn:
+        await engine.close_after_commit(conn, experiment_id)
 
 
 async def _claim_next(db: Database, facts: ExperimentFacts) -> LoadedRun | None:

@@ -185,8 +185,9 @@ def test_an_experiment_closes_when_its_last_run_hands_its_slot_to_another(
 ):
     """A run that ends claims the agent's next queued run; when that run is another
     experiment's, the ended run's experiment is closed at once (the close is skipped only
-    when the claimed run keeps the same experiment open), not left to the sweep."""
-    with harness(Behaviour(run_seconds=0.3)) as ref:
+    when the claimed run keeps the same experiment open), not left to the sweep. Each run
+    takes 0.5 s, the margin the close has before the second experiment's first run ends."""
+    with harness(Behaviour(run_seconds=0.5)) as ref:
         create_agent(engine, dev, "dev", "ref", ref.url, max_concurrent_runs=1)
         ids = _start_without_waiting(cli, 2)
         assert wait_finished(engine, dev, ids[1])["by_state"] == {"done": 3}
