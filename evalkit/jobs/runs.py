@@ -19,7 +19,6 @@ from procrastinate import JobContext, RetryStrategy
 
 from evalkit.config import public_url
 from evalkit.db import Conn, Database
-from evalkit.errors import EvalkitError
 from evalkit.harness.client import HarnessClient
 from evalkit.jobs import procrastinate_adapter, queue, runtime
 from evalkit.jobs.app import DATABASE_RETRY, app
@@ -194,38 +193,28 @@ def _keeps_open(next_run: LoadedRun | None, facts: ExperimentFacts) -> bool:
 async def _record(
     db: Database, steps: list[Transition], facts: ExperimentFacts
 ) -> list[Transition]:
-    """Record ``steps``, consecutive steps of one run (in one transaction when there are
-    several); the steps recorded (none: another driver had moved the run on). A run that
-    ended here leaves its experiment's close to the caller.
+    """Record ``steps``, consecutive steps of one run, by one statement; the steps recorded
+    (none: another driver had moved the run on). A run that ended here leaves its
+    experiment's close to the caller.
 
     A step to scoring goes with the run's scores and its step to done or failed, in the
     same transaction, when nothing its case selects calls outside evalkit
     (:func:`evalkit.runs.engine.score_in_place`): a few statements instead of a scoring
     step's half a dozen transactions. Otherwise this job scores the run next."""
-    last = steps[-1]
-    if len(steps) == 1 and last.to_state != "scoring":
+    if steps[-1].to_state != "scoring":
         async with db.connection() as conn:
-            [one] = await engine.record_all(
-                conn, [last], facts, actor=engine.WORKER, scores_itself=True, close=False
+            applied = await engine.record_chain(
+                conn, steps, facts, actor=engine.WORKER, scores_itself=True
             )
-        return [last] if one else []
+        return steps if applied else []
     async with db.pipelined_transaction() as conn:
-        applied = await engine.record_all(
-            conn, steps, facts, actor=engine.WORKER, scores_itself=True, close=False
-        )
-        if not applied[0]:
+        if not await engine.record_chain(
+            conn, steps, facts, actor=engine.WORKER, scores_itself=True
+        ):
             return []  # the run had moved on: nothing was written
-        if not all(applied):
-            # After its first step this transaction holds the run: only a bug gets here.
-            raise EvalkitError(
-                f"run {last.run_id} moved while this worker recorded its steps, which its "
-                "row lock rules out; nothing was written and the job will try again"
-            )
-        ends: list[Transition] = []
-        if last.to_state == "scoring":
-            ends = await engine.score_in_place(
-                conn, [last], facts, actor=engine.WORKER, queue_others=False
-            )
+        ends = await engine.score_in_place(
+            conn, steps[-1:], facts, actor=engine.WORKER, queue_others=False
+        )
     return [*steps, *ends]
 
 

@@ -2,8 +2,9 @@
 
 Every driver (the server's jobs, the owner's CLI posting steps, the SDK posting batches,
 the settle job attaching a traced trajectory) records a run's transitions through
-:func:`record`, the only caller of the store's transition write. It runs the work that
-follows a recorded step, in the caller's transaction, once:
+:func:`record` (or, for consecutive steps of one run, :func:`record_chain`), the only
+callers of the store's transition write. It runs the work that follows a recorded step, in
+the caller's transaction, once:
 
 - a run that reached ``collecting`` and waits for its spans wakes its session's settle job;
 - a run that reached ``scoring`` is queued for the server's scoring, unless the caller
@@ -18,6 +19,7 @@ not decide, it records and starts.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -92,7 +94,7 @@ async def record_all(
     applied: list[bool] = []
     ended = False
     for step in steps:
-        done = await _write(conn, step, actor)
+        done = await _write(conn, [step], actor)
         applied.append(done)
         if done:
             await _after(conn, step, facts, scores_itself=scores_itself)
@@ -100,6 +102,35 @@ async def record_all(
     if ended and close:
         await store.finish_experiment_if_done(conn, facts.experiment_id)
     return applied
+
+
+async def record_chain(
+    conn: Conn,
+    chain: Sequence[Transition],
+    facts: ExperimentFacts,
+    *,
+    actor: str,
+    scores_itself: bool = False,
+) -> bool:
+    """Record consecutive steps of one run (each starting where the one before leads) with
+    one statement, all of them or none (False: the run had moved on), then the work after
+    each, as :func:`record_all` does. A run that ended here leaves its experiment's close to
+    the caller (:func:`close_after_commit`, once its transaction committed)."""
+    for before, step in itertools.pairwise(chain):
+        if (step.run_id, step.from_state, step.from_attempts) != (
+            before.run_id,
+            before.to_state,
+            before.attempts,
+        ):
+            raise ValueError(
+                f"run {step.run_id}: a step from {step.from_state} does not follow the step "
+                f"to {before.to_state} of run {before.run_id}; a chain is of one run, in order"
+            )
+    if not await _write(conn, chain, actor):
+        return False
+    for step in chain:
+        await _after(conn, step, facts, scores_itself=scores_itself)
+    return True
 
 
 async def score_in_place(
@@ -156,14 +187,15 @@ async def close_after_commit(conn: Conn, experiment_id: int) -> None:
     await store.finish_experiment_if_done(conn, experiment_id)
 
 
-async def _write(conn: Conn, step: Transition, actor: str) -> bool:
-    if not machine.is_allowed(step.from_state, step.to_state):
-        raise BadRequest(
-            machine.not_allowed(step.run_id, step.from_state, step.to_state),
-            code="transition-not-allowed",
-        )
+async def _write(conn: Conn, steps: Sequence[Transition], actor: str) -> bool:
+    for step in steps:
+        if not machine.is_allowed(step.from_state, step.to_state):
+            raise BadRequest(
+                machine.not_allowed(step.run_id, step.from_state, step.to_state),
+                code="transition-not-allowed",
+            )
     try:
-        return await store.write_transition(conn, step, actor=actor)
+        return await store.write_steps(conn, steps, actor=actor)
     except IntegrityError as exc:
         if exc.constraint != "run_transition_allowed":
             raise

@@ -164,8 +164,11 @@ ORDER BY id;
 
 -- name: run_transition :one
 -- Compare-and-set: applies only if the run is still in from_state with from_attempts, so
--- a step replayed after a crash, or by a second driver, changes nothing. The same statement
--- logs the step in run_events and, when source is set, stores the collected trajectory.
+-- a step replayed after a crash, or by a second driver, changes nothing. One step, or a
+-- chain of consecutive steps of the run (their fields merged by the caller,
+-- evalkit.store.runs.write_steps): the row is updated once, to where the last step leads,
+-- and each step is logged in run_events (the arrays, in order). When source is set, the
+-- same statement stores the collected trajectory.
 WITH moved AS (
     UPDATE runs SET
         state = %(to_state)s,
@@ -187,9 +190,11 @@ WITH moved AS (
     RETURNING id
 ), logged AS (
     INSERT INTO run_events (run_id, actor, from_state, to_state, attempts, why)
-    SELECT id, %(actor)s::text, %(from_state)s::text, %(to_state)s::text, %(attempts)s::int,
-           %(why)s::text
-    FROM moved
+    SELECT moved.id, %(actor)s::text, step.from_state, step.to_state, step.attempts, step.why
+    FROM moved, unnest(%(step_from)s::text[], %(step_to)s::text[], %(step_attempts)s::int[],
+                       %(step_why)s::text[]) WITH ORDINALITY
+         AS step (from_state, to_state, attempts, why, n)
+    ORDER BY step.n
 ), stored AS (
     INSERT INTO trajectories (run_id, source, body, raw, partial, valid, errors)
     SELECT id, %(source)s::text, %(body)s::jsonb, %(raw)s::text, %(partial)s::boolean,

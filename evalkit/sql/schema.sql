@@ -1,4 +1,4 @@
--- evalkit's database schema at migration 0018. GENERATED: do not edit.
+-- evalkit's database schema at migration 0019. GENERATED: do not edit.
 -- The migrations (evalkit/sql/migrations/, with the SQL in evalkit/sql/schema/) are
 -- the source of truth; this file shows what they build, each table with its
 -- constraints, indexes, triggers and foreign keys, to read (nothing runs it).
@@ -93,17 +93,43 @@ END
 $_$;
 
 
-CREATE FUNCTION public.runs_guard_transition() RETURNS trigger
+CREATE FUNCTION public.run_events_guard_step() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM run_transitions_allowed
-                   WHERE from_state = OLD.state AND to_state = NEW.state) THEN
-        RAISE EXCEPTION 'run % cannot go from % to %', OLD.id, OLD.state, NEW.state
+                   WHERE from_state = NEW.from_state AND to_state = NEW.to_state) THEN
+        RAISE EXCEPTION 'run % cannot go from % to %', NEW.run_id, NEW.from_state, NEW.to_state
             USING ERRCODE = 'check_violation', CONSTRAINT = 'run_transition_allowed',
                   HINT = 'the state machine (evalkit.runs.machine.ALLOWED) has no such step';
     END IF;
     RETURN NEW;
+END;
+$$;
+
+
+CREATE FUNCTION public.runs_guard_transition() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM run_transitions_allowed
+               WHERE from_state = OLD.state AND to_state = NEW.state) THEN
+        RETURN NEW;
+    END IF;
+    IF OLD.state IS DISTINCT FROM NEW.state AND EXISTS (
+        WITH RECURSIVE reachable (state) AS (
+            SELECT to_state FROM run_transitions_allowed WHERE from_state = OLD.state
+            UNION
+            SELECT a.to_state FROM run_transitions_allowed a JOIN reachable r
+                ON a.from_state = r.state
+        )
+        SELECT 1 FROM reachable WHERE state = NEW.state
+    ) THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'run % cannot go from % to %', OLD.id, OLD.state, NEW.state
+        USING ERRCODE = 'check_violation', CONSTRAINT = 'run_transition_allowed',
+              HINT = 'no chain of the steps in evalkit.runs.machine.ALLOWED leads there';
 END;
 $$;
 
@@ -888,6 +914,8 @@ ALTER TABLE ONLY public.run_events
     ADD CONSTRAINT run_events_pkey PRIMARY KEY (id);
 
 CREATE INDEX run_events_run_idx ON public.run_events USING btree (run_id, id);
+
+CREATE TRIGGER run_events_guard_step BEFORE INSERT ON public.run_events FOR EACH ROW EXECUTE FUNCTION public.run_events_guard_step();
 
 ALTER TABLE ONLY public.run_events
     ADD CONSTRAINT run_events_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;

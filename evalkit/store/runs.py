@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -411,36 +412,59 @@ def sign_files(work: wire.RunWork, public_url: str, key: str) -> wire.RunWork:
 NO_TRAJECTORY = dict.fromkeys(("source", "body", "raw", "partial", "valid", "errors"))
 
 
-async def write_transition(conn: Conn, t: wire.Transition, *, actor: str) -> bool:
-    """Record ``t`` if the run is still where ``t`` starts from; True when it was applied.
-    Only :func:`evalkit.runs.engine.record` calls this.
+async def write_steps(conn: Conn, steps: Sequence[wire.Transition], *, actor: str) -> bool:
+    """Record ``steps``, one step or a chain of consecutive steps of one run, if the run is
+    still where the first starts from; True when they were applied (all of them: the row is
+    updated once, to where the last leads, and each step is logged). Only
+    :func:`evalkit.runs.engine` calls this, with a chain it checked.
 
-    The trajectory (if any) is validated here, on the server, whoever collected it, and
-    is written by the same statement as the state change and its event."""
-    trajectory = NO_TRAJECTORY if t.trajectory is None else _checked(t.trajectory)
+    The trajectory (if a step carries one) is validated here, on the server, whoever
+    collected it, and is written by the same statement as the state change and its events."""
+    first, last = steps[0], steps[-1]
+    carried = [t.trajectory for t in steps if t.trajectory is not None]
+    if len(carried) > 1:
+        raise ValueError(f"run {first.run_id}: a chain of steps carries one trajectory at most")
+    trajectory = _checked(carried[0]) if carried else NO_TRAJECTORY
     row = await conn.one(
         "run_transition",
         actor=actor,
-        why=t.note or t.error,
-        run_id=t.run_id,
-        from_state=t.from_state,
-        from_attempts=t.from_attempts,
-        to_state=t.to_state,
-        attempts=t.attempts,
-        harness_run_id=t.harness_run_id,
-        harness_status=t.harness_status,
-        session_id=t.session_id,
-        answer=t.answer,
-        output=_dumps(t.output),
-        error=t.error,
-        timed_out=t.timed_out,
-        started_at=t.started_at,
-        deadline_at=t.deadline_at,
-        stop_requested_at=t.stop_requested_at,
-        harness_done_at=t.harness_done_at,
+        run_id=first.run_id,
+        from_state=first.from_state,
+        from_attempts=first.from_attempts,
+        to_state=last.to_state,
+        attempts=last.attempts,
+        step_from=[t.from_state for t in steps],
+        step_to=[t.to_state for t in steps],
+        step_attempts=[t.attempts for t in steps],
+        step_why=[t.note or t.error for t in steps],
+        **_merged_fields(steps),
         **trajectory,
     )
     return row is not None
+
+
+def _merged_fields(steps: Sequence[wire.Transition]) -> dict[str, Any]:
+    """What the steps learned, as the statement applies it: what a later step says replaces
+    what an earlier one said (the run's current value when none says anything), the times
+    are kept from the first that gives one (the run's own first), and a run timed out once
+    stays timed out. One step's fields are its own."""
+
+    def latest(name: str) -> Any:
+        return next((v for t in reversed(steps) if (v := getattr(t, name)) is not None), None)
+
+    def earliest(name: str) -> Any:
+        return next((v for t in steps if (v := getattr(t, name)) is not None), None)
+
+    return {
+        **{name: latest(name) for name in _LATEST_WINS},
+        **{name: earliest(name) for name in _FIRST_WINS},
+        "output": _dumps(latest("output")),
+        "timed_out": any(t.timed_out for t in steps),
+    }
+
+
+_LATEST_WINS = ("harness_run_id", "harness_status", "session_id", "answer", "error")
+_FIRST_WINS = ("started_at", "deadline_at", "stop_requested_at", "harness_done_at")
 
 
 def _checked(record: wire.TrajectoryRecord) -> dict[str, Any]:

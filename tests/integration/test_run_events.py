@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import psycopg
@@ -166,3 +168,106 @@ def test_a_step_outside_the_machine_is_refused_before_the_database(database_url)
         machine.transition(
             RunPosition(run_id=1, experiment_id=1, state="done", attempts=0), "running"
         )
+
+
+def test_a_chain_of_steps_is_one_write_that_logs_each_step(engine, dev, cli):
+    with harness(Behaviour(run_seconds=60)) as ref:
+        create_agent(engine, dev, "dev", "slow", ref.url)
+        started = cli(
+            "run", "finance@dev", "--agent", "slow@dev", "--case-id", "add", "--no-wait", "--json"
+        )
+        assert started.code == 0, started.err
+        experiment_id = started.json["id"]
+        run_id = wait_for_state(engine.db_url, experiment_id, "running")
+        done_at = datetime(2026, 1, 2, tzinfo=UTC)
+        at_collecting = Transition(
+            run_id=run_id,
+            from_state="running",
+            to_state="collecting",
+            harness_status="completed",
+            error="first",
+            harness_done_at=done_at,
+        )
+        at_scoring = Transition(
+            run_id=run_id,
+            from_state="collecting",
+            to_state="scoring",
+            error="second",
+            harness_done_at=done_at + timedelta(hours=1),
+        )
+        out_of_order = Transition(run_id=run_id, from_state="running", to_state="collecting")
+
+        async def chain() -> tuple[bool, bool]:
+            db = Database(engine.db_url)
+            await db.open()
+            try:
+                async with db.connection() as conn:
+                    facts = (await store.experiment_row(conn, experiment_id)).facts
+                    with pytest.raises(ValueError, match="a chain is of one run, in order"):
+                        await run_engine.record_chain(
+                            conn, [at_scoring, out_of_order], facts, actor="test"
+                        )
+                    chain = [at_collecting, at_scoring]
+                    first = await run_engine.record_chain(conn, chain, facts, actor="test")
+                    again = await run_engine.record_chain(conn, chain, facts, actor="test")
+            finally:
+                await db.close()
+            return first, again
+
+        first, again = asyncio.run(chain())
+        with psycopg.connect(engine.db_url) as conn:
+            row = conn.execute(
+                "SELECT state, harness_status, error, harness_done_at FROM runs WHERE id = %s",
+                [run_id],
+            ).fetchone()
+            logged = conn.execute(
+                "SELECT from_state, to_state, actor, why FROM run_events"
+                " WHERE run_id = %s AND actor = 'test' ORDER BY id",
+                [run_id],
+            ).fetchall()
+    assert (first, again) == (True, False)
+    # The last step's say wins, the first time given stays.
+    assert row == ("scoring", "completed", "second", done_at)
+    assert logged == [
+        ("running", "collecting", "test", "first"),
+        ("collecting", "scoring", "test", "second"),
+    ]
+
+
+def test_the_database_refuses_a_step_back_and_a_logged_jump(engine, dev, cli):
+    with harness(Behaviour(run_seconds=60)) as ref:
+        create_agent(engine, dev, "dev", "slow", ref.url)
+        started = cli(
+            "run", "finance@dev", "--agent", "slow@dev", "--case-id", "add", "--no-wait", "--json"
+        )
+        assert started.code == 0, started.err
+        run_id = wait_for_state(engine.db_url, started.json["id"], "running")
+        with psycopg.connect(engine.db_url, autocommit=True) as conn:
+            with pytest.raises(psycopg.errors.CheckViolation) as back:
+                conn.execute("UPDATE runs SET state = 'queued' WHERE id = %s", [run_id])
+            with pytest.raises(psycopg.errors.CheckViolation) as jump:
+                conn.execute(
+                    "INSERT INTO run_events (run_id, actor, from_state, to_state, attempts)"
+                    " VALUES (%s, 'test', 'running', 'scoring', 0)",
+                    [run_id],
+                )
+            state = conn.execute("SELECT state FROM runs WHERE id = %s", [run_id]).fetchone()
+    assert back.value.diag.constraint_name == "run_transition_allowed"
+    assert f"run {run_id} cannot go from running to queued" in str(back.value)
+    assert jump.value.diag.constraint_name == "run_transition_allowed"
+    assert f"run {run_id} cannot go from running to scoring" in str(jump.value)
+    assert state == ("running",)
+
+
+def wait_for_state(db_url: str, experiment_id: int, state: str, timeout: float = 30) -> int:
+    """The id of the experiment's run once it is in ``state``."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT id, state FROM runs WHERE experiment_id = %s", [experiment_id]
+            ).fetchone()
+            if row is not None and row[1] == state:
+                return row[0]
+            time.sleep(0.05)
+    raise AssertionError(f"the run of experiment {experiment_id} never reached {state}: {row}")
