@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -123,6 +123,15 @@ class Conn:
         async with self._run(query, params) as cur:
             return await cur.fetchone()
 
+    async def each(self, query: str, params: Sequence[dict[str, Any]], /) -> list[Row | None]:
+        """:meth:`one` for each of ``params``, in order, sent together: one round trip for
+        all of them (psycopg's pipeline), not one each."""
+        async with self._run(query, params) as cur:
+            found = [await cur.fetchone()]
+            while cur.nextset():
+                found.append(await cur.fetchone())
+            return found
+
     async def one_decoding_json(
         self, query: str, decode: Callable[[Buffer], Any], /, **params: Any
     ) -> Row | None:
@@ -176,7 +185,11 @@ class Conn:
 
     @asynccontextmanager
     async def _run(
-        self, name: str, params: dict[str, Any], *, json: Callable[[Buffer], Any] | None = None
+        self,
+        name: str,
+        params: dict[str, Any] | Sequence[dict[str, Any]],
+        *,
+        json: Callable[[Buffer], Any] | None = None,
     ) -> AsyncIterator[psycopg.AsyncCursor[Row]]:
         if self._begin_pending:  # BEGIN and this statement in one pipeline: one round trip
             async with self.raw.pipeline():
@@ -189,15 +202,25 @@ class Conn:
 
     @asynccontextmanager
     async def _execute(
-        self, name: str, params: dict[str, Any], *, json: Callable[[Buffer], Any] | None = None
+        self,
+        name: str,
+        params: dict[str, Any] | Sequence[dict[str, Any]],
+        *,
+        json: Callable[[Buffer], Any] | None = None,
     ) -> AsyncIterator[psycopg.AsyncCursor[Row]]:
-        if any(_large(value) for value in params.values()):
+        """Run statement ``name`` with ``params``, or once for each of a sequence of them
+        (the results one set each, in order)."""
+        each: Sequence[dict[str, Any]] = [params] if isinstance(params, dict) else params
+        if any(_large(value) for one in each for value in one.values()):
             _oversized.add(self.raw)
         try:
             async with self.raw.cursor() as cur:
                 if json is not None:
                     cur.adapters.register_loader("json", _json_loader(json, self.raw))
-                await cur.execute(queries[name], params)
+                if each is params:
+                    await cur.executemany(queries[name], each, returning=True)
+                else:
+                    await cur.execute(queries[name], each[0])
                 yield cur
         except psycopg.errors.IntegrityError as exc:
             constraint = exc.diag.constraint_name or ""

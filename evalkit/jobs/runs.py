@@ -13,6 +13,7 @@ job that a dead worker left half done is simply run again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import msgspec
 from procrastinate import JobContext, RetryStrategy
@@ -22,6 +23,7 @@ from evalkit.db import Conn, Database
 from evalkit.harness.client import HarnessClient
 from evalkit.jobs import procrastinate_adapter, queue, runtime
 from evalkit.jobs.app import DATABASE_RETRY, app
+from evalkit.jobs.batch import Batcher
 from evalkit.model.harness import Capabilities
 from evalkit.model.runs import IN_FLIGHT, TERMINAL, ExperimentFacts, LoadedRun, RunWork, Transition
 from evalkit.runs import engine, machine
@@ -176,12 +178,18 @@ async def _close_if_done(db: Database, experiment_id: int) -> None:
 
 
 async def _claim_next(db: Database, facts: ExperimentFacts) -> LoadedRun | None:
-    async with db.connection() as conn:
-        claimed = await store.claim_runs(conn, facts.agent_id, limit=1, actor=engine.WORKER)
-        if not claimed:
-            return None
-        loaded = await store.load_work(conn, claimed)
-    return loaded[0] if loaded else None
+    """A queued run of the agent for the slot this job's run freed (None: none is queued),
+    claimed with those of the other jobs whose runs of the agent freed one now."""
+    return await runtime.kept("next runs", lambda: Batcher(_claim_runs)).submit(facts.agent_id, db)
+
+
+async def _claim_runs(agent_id: int, asked: Sequence[Database]) -> list[LoadedRun | None]:
+    async with asked[0].connection() as conn:
+        claimed = await store.claim_runs(conn, agent_id, limit=len(asked), actor=engine.WORKER)
+        loaded: list[LoadedRun | None] = (
+            list(await store.load_work(conn, claimed)) if claimed else []
+        )
+    return loaded + [None] * (len(asked) - len(loaded))
 
 
 def _keeps_open(next_run: LoadedRun | None, facts: ExperimentFacts) -> bool:
@@ -200,22 +208,42 @@ async def _record(
     A step to scoring goes with the run's scores and its step to done or failed, in the
     same transaction, when nothing its case selects calls outside evalkit
     (:func:`evalkit.runs.engine.score_in_place`): a few statements instead of a scoring
-    step's half a dozen transactions. Otherwise this job scores the run next."""
+    step's half a dozen transactions. Otherwise this job scores the run next. The runs of
+    the experiment that reach scoring at the same moment share that transaction."""
     if steps[-1].to_state != "scoring":
         async with db.connection() as conn:
             applied = await engine.record_chain(
                 conn, steps, facts, actor=engine.WORKER, scores_itself=True
             )
         return steps if applied else []
+    finishing = runtime.kept("finishing runs", lambda: Batcher(_finish_runs))
+    return await finishing.submit(facts.experiment_id, (db, steps, facts))
+
+
+Finishing = tuple[Database, list[Transition], ExperimentFacts]
+"""A run's steps to scoring, to record with its scores (see :func:`_record`)."""
+
+
+async def _finish_runs(experiment_id: int, asked: Sequence[Finishing]) -> list[list[Transition]]:
+    """Record the chains to scoring of runs of one experiment, score those that need nothing
+    outside evalkit and end them, in one transaction; for each, the steps recorded."""
+    db, facts = asked[0][0], asked[0][2]
+    chains = [steps for _, steps, _ in asked]
     async with db.pipelined_transaction() as conn:
-        if not await engine.record_chain(
-            conn, steps, facts, actor=engine.WORKER, scores_itself=True
-        ):
-            return []  # the run had moved on: nothing was written
-        ends = await engine.score_in_place(
-            conn, steps[-1:], facts, actor=engine.WORKER, queue_others=False
+        applied = await engine.record_chains(
+            conn, chains, facts, actor=engine.WORKER, scores_itself=True
         )
-    return [*steps, *ends]
+        reached = [chain[-1] for chain, done in zip(chains, applied, strict=True) if done]
+        ends = await engine.score_in_place(
+            conn, reached, facts, actor=engine.WORKER, queue_others=False
+        )
+    end_of = {end.run_id: end for end in ends}
+    return [
+        [*chain, *([end_of[chain[-1].run_id]] if chain[-1].run_id in end_of else [])]
+        if done
+        else []
+        for chain, done in zip(chains, applied, strict=True)
+    ]
 
 
 def _env(run: LoadedRun) -> machine.Env:

@@ -45,7 +45,7 @@ def settings() -> Settings:
 def harness_http() -> Http1Client:
     """One pooled client for every Harness API call of this process (the runs' hot path,
     see :mod:`evalkit.http1`), under the egress policy."""
-    return _kept(
+    return kept(
         "harness_http",
         lambda: Http1Client(
             settings().egress,
@@ -58,7 +58,7 @@ def harness_http() -> Http1Client:
 def http_client() -> httpx.AsyncClient:
     """One pooled httpx client for this process's other outbound calls (the judge and remote
     evaluators), under the egress policy."""
-    return _kept(
+    return kept(
         "http",
         lambda: make_client(
             settings().egress,
@@ -69,14 +69,14 @@ def http_client() -> httpx.AsyncClient:
 
 
 def secret_box() -> SecretBox:
-    return _kept("box", lambda: SecretBox(settings().encryption_key))
+    return kept("box", lambda: SecretBox(settings().encryption_key))
 
 
 def blob_store() -> BlobStore:
-    return _kept("blobs", lambda: open_blob_store(settings().resolved_blob_url))
+    return kept("blobs", lambda: open_blob_store(settings().resolved_blob_url))
 
 
-def _kept(name: str, make: Callable[[], T]) -> T:
+def kept(name: str, make: Callable[[], T]) -> T:
     """The process's one ``name``, made by ``make`` the first time it is asked for."""
     if name not in _state:
         _state[name] = make()

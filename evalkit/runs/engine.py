@@ -94,7 +94,7 @@ async def record_all(
     applied: list[bool] = []
     ended = False
     for step in steps:
-        done = await _write(conn, [step], actor)
+        [done] = await _write(conn, [[step]], actor)
         applied.append(done)
         if done:
             await _after(conn, step, facts, scores_itself=scores_itself)
@@ -116,6 +116,30 @@ async def record_chain(
     one statement, all of them or none (False: the run had moved on), then the work after
     each, as :func:`record_all` does. A run that ended here leaves its experiment's close to
     the caller (:func:`close_after_commit`, once its transaction committed)."""
+    [applied] = await record_chains(conn, [chain], facts, actor=actor, scores_itself=scores_itself)
+    return applied
+
+
+async def record_chains(
+    conn: Conn,
+    chains: Sequence[Sequence[Transition]],
+    facts: ExperimentFacts,
+    *,
+    actor: str,
+    scores_itself: bool = False,
+) -> list[bool]:
+    """:func:`record_chain` for chains of runs of one experiment, in order, sent together."""
+    for chain in chains:
+        _check_chain(chain)
+    applied = await _write(conn, chains, actor)
+    for chain, done in zip(chains, applied, strict=True):
+        if done:
+            for step in chain:
+                await _after(conn, step, facts, scores_itself=scores_itself)
+    return applied
+
+
+def _check_chain(chain: Sequence[Transition]) -> None:
     for before, step in itertools.pairwise(chain):
         if (step.run_id, step.from_state, step.from_attempts) != (
             before.run_id,
@@ -126,11 +150,6 @@ async def record_chain(
                 f"run {step.run_id}: a step from {step.from_state} does not follow the step "
                 f"to {before.to_state} of run {before.run_id}; a chain is of one run, in order"
             )
-    if not await _write(conn, chain, actor):
-        return False
-    for step in chain:
-        await _after(conn, step, facts, scores_itself=scores_itself)
-    return True
 
 
 async def score_in_place(
@@ -169,7 +188,9 @@ async def score_in_place(
         for t in reached
         if t.run_id in contexts
     ]
-    applied = await record_all(conn, ends, facts, actor=actor, scores_itself=True, close=False)
+    applied = await record_chains(
+        conn, [[end] for end in ends], facts, actor=actor, scores_itself=True
+    )
     moved = [t.run_id for t, done in zip(ends, applied, strict=True) if not done]
     if moved:
         # This transaction holds these runs since it moved them to scoring: only a bug gets
@@ -187,15 +208,15 @@ async def close_after_commit(conn: Conn, experiment_id: int) -> None:
     await store.finish_experiment_if_done(conn, experiment_id)
 
 
-async def _write(conn: Conn, steps: Sequence[Transition], actor: str) -> bool:
-    for step in steps:
+async def _write(conn: Conn, chains: Sequence[Sequence[Transition]], actor: str) -> list[bool]:
+    for step in itertools.chain.from_iterable(chains):
         if not machine.is_allowed(step.from_state, step.to_state):
             raise BadRequest(
                 machine.not_allowed(step.run_id, step.from_state, step.to_state),
                 code="transition-not-allowed",
             )
     try:
-        return await store.write_steps(conn, steps, actor=actor)
+        return await store.write_chains(conn, chains, actor=actor)
     except IntegrityError as exc:
         if exc.constraint != "run_transition_allowed":
             raise

@@ -412,35 +412,41 @@ def sign_files(work: wire.RunWork, public_url: str, key: str) -> wire.RunWork:
 NO_TRAJECTORY = dict.fromkeys(("source", "body", "raw", "partial", "valid", "errors"))
 
 
-async def write_steps(conn: Conn, steps: Sequence[wire.Transition], *, actor: str) -> bool:
-    """Record ``steps``, one step or a chain of consecutive steps of one run, if the run is
-    still where the first starts from; True when they were applied (all of them: the row is
-    updated once, to where the last leads, and each step is logged). Only
-    :func:`evalkit.runs.engine` calls this, with a chain it checked.
+async def write_chains(
+    conn: Conn, chains: Sequence[Sequence[wire.Transition]], *, actor: str
+) -> list[bool]:
+    """Record each chain (one step, or consecutive steps of one run) if its run is still
+    where the chain's first step starts from, in order, in one round trip; for each, True
+    when it was applied (all its steps: the row is updated once, to where the last step
+    leads, and each step is logged). Only :mod:`evalkit.runs.engine` calls this, with
+    chains it checked.
 
     The trajectory (if a step carries one) is validated here, on the server, whoever
     collected it, and is written by the same statement as the state change and its events."""
+    rows = await conn.each("run_transition", [_chain_params(chain, actor) for chain in chains])
+    return [row is not None for row in rows]
+
+
+def _chain_params(steps: Sequence[wire.Transition], actor: str) -> dict[str, Any]:
     first, last = steps[0], steps[-1]
     carried = [t.trajectory for t in steps if t.trajectory is not None]
     if len(carried) > 1:
         raise ValueError(f"run {first.run_id}: a chain of steps carries one trajectory at most")
     trajectory = _checked(carried[0]) if carried else NO_TRAJECTORY
-    row = await conn.one(
-        "run_transition",
-        actor=actor,
-        run_id=first.run_id,
-        from_state=first.from_state,
-        from_attempts=first.from_attempts,
-        to_state=last.to_state,
-        attempts=last.attempts,
-        step_from=[t.from_state for t in steps],
-        step_to=[t.to_state for t in steps],
-        step_attempts=[t.attempts for t in steps],
-        step_why=[t.note or t.error for t in steps],
+    return {
+        "actor": actor,
+        "run_id": first.run_id,
+        "from_state": first.from_state,
+        "from_attempts": first.from_attempts,
+        "to_state": last.to_state,
+        "attempts": last.attempts,
+        "step_from": [t.from_state for t in steps],
+        "step_to": [t.to_state for t in steps],
+        "step_attempts": [t.attempts for t in steps],
+        "step_why": [t.note or t.error for t in steps],
         **_merged_fields(steps),
         **trajectory,
-    )
-    return row is not None
+    }
 
 
 def _merged_fields(steps: Sequence[wire.Transition]) -> dict[str, Any]:
