@@ -126,6 +126,8 @@ class Conn:
     async def each(self, query: str, params: Sequence[dict[str, Any]], /) -> list[Row | None]:
         """:meth:`one` for each of ``params``, in order, sent together: one round trip for
         all of them (psycopg's pipeline), not one each."""
+        if not params:
+            return []
         async with self._run(query, params) as cur:
             found = [await cur.fetchone()]
             while cur.nextset():
@@ -217,7 +219,7 @@ class Conn:
             async with self.raw.cursor() as cur:
                 if json is not None:
                     cur.adapters.register_loader("json", _json_loader(json, self.raw))
-                if each is params:
+                if len(each) > 1:
                     await cur.executemany(queries[name], each, returning=True)
                 else:
                     await cur.execute(queries[name], each[0])
