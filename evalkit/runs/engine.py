@@ -87,18 +87,15 @@ async def record_all(
     scores_itself: bool = False,
     close: bool = True,
 ) -> list[bool]:
-    """Record steps of runs of one experiment, in order, and run the work after each applied
-    one; the experiment is closed at most once, after the last. A caller in a transaction
-    passes ``close=False`` and calls :func:`close_after_commit` once it committed: a check
-    inside the transaction could not see a run another transaction ended meanwhile."""
-    applied: list[bool] = []
-    ended = False
-    for step in steps:
-        [done] = await _write(conn, [[step]], actor)
-        applied.append(done)
-        if done:
-            await _after(conn, step, facts, scores_itself=scores_itself)
-            ended = ended or step.to_state in TERMINAL
+    """Record steps of runs of one experiment, in order (sent together: each is
+    compare-and-set after the one before it), and run the work after each applied one; the
+    experiment is closed at most once, after the last. A caller in a transaction passes
+    ``close=False`` and calls :func:`close_after_commit` once it committed: a check inside
+    the transaction could not see a run another transaction ended meanwhile."""
+    applied = await record_chains(
+        conn, [[step] for step in steps], facts, actor=actor, scores_itself=scores_itself
+    )
+    ended = any(done and t.to_state in TERMINAL for t, done in zip(steps, applied, strict=True))
     if ended and close:
         await store.finish_experiment_if_done(conn, facts.experiment_id)
     return applied
