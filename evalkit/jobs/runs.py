@@ -184,6 +184,8 @@ async def _claim_next(db: Database, facts: ExperimentFacts) -> LoadedRun | None:
 
 
 async def _claim_runs(agent_id: int, asked: Sequence[Database]) -> list[LoadedRun | None]:
+    """One claim for as many runs as slots were freed (each caller asks with the worker's
+    database); a run for each caller, in order, while queued runs last."""
     async with asked[0].connection() as conn:
         claimed = await store.claim_runs(conn, agent_id, limit=len(asked), actor=engine.WORKER)
         loaded: list[LoadedRun | None] = (

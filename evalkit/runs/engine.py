@@ -2,9 +2,10 @@
 
 Every driver (the server's jobs, the owner's CLI posting steps, the SDK posting batches,
 the settle job attaching a traced trajectory) records a run's transitions through
-:func:`record` (or, for consecutive steps of one run, :func:`record_chain`), the only
-callers of the store's transition write. It runs the work that follows a recorded step, in
-the caller's transaction, once:
+:func:`record` or :func:`record_all` (steps in order), or :func:`record_chain` and
+:func:`record_chains` (consecutive steps of one run as one write), the only callers of the
+store's transition write. Each runs the work that follows a recorded step, in the caller's
+transaction, once:
 
 - a run that reached ``collecting`` and waits for its spans wakes its session's settle job;
 - a run that reached ``scoring`` is queued for the server's scoring, unless the caller
