@@ -166,7 +166,7 @@ ORDER BY id;
 -- Compare-and-set: applies only if the run is still in from_state with from_attempts, so
 -- a step replayed after a crash, or by a second driver, changes nothing. One step, or a
 -- chain of consecutive steps of the run (their fields merged by the caller,
--- evalkit.store.runs.write_steps): the row is updated once, to where the last step leads,
+-- evalkit.store.runs.write_chains): the row is updated once, to where the last step leads,
 -- and each step is logged in run_events (the arrays, in order). When source is set, the
 -- same statement stores the collected trajectory.
 WITH moved AS (

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -27,6 +26,7 @@ from tests.integration.runs_helpers import (
     engine_server,
     harness,
     login_token,
+    until,
     wait_finished,
     write_suite,
 )
@@ -172,13 +172,7 @@ def test_a_step_outside_the_machine_is_refused_before_the_database(database_url)
 
 def test_a_chain_of_steps_is_one_write_that_logs_each_step(engine, dev, cli):
     with harness(Behaviour(run_seconds=60)) as ref:
-        create_agent(engine, dev, "dev", "slow", ref.url)
-        started = cli(
-            "run", "finance@dev", "--agent", "slow@dev", "--case-id", "add", "--no-wait", "--json"
-        )
-        assert started.code == 0, started.err
-        experiment_id = started.json["id"]
-        run_id = wait_for_state(engine.db_url, experiment_id, "running")
+        experiment_id, run_id = _one_run_running(engine, dev, cli, ref)
         done_at = datetime(2026, 1, 2, tzinfo=UTC)
         at_collecting = Transition(
             run_id=run_id,
@@ -236,12 +230,7 @@ def test_a_chain_of_steps_is_one_write_that_logs_each_step(engine, dev, cli):
 
 def test_the_database_refuses_a_step_back_and_a_logged_jump(engine, dev, cli):
     with harness(Behaviour(run_seconds=60)) as ref:
-        create_agent(engine, dev, "dev", "slow", ref.url)
-        started = cli(
-            "run", "finance@dev", "--agent", "slow@dev", "--case-id", "add", "--no-wait", "--json"
-        )
-        assert started.code == 0, started.err
-        run_id = wait_for_state(engine.db_url, started.json["id"], "running")
+        _, run_id = _one_run_running(engine, dev, cli, ref)
         with psycopg.connect(engine.db_url, autocommit=True) as conn:
             with pytest.raises(psycopg.errors.CheckViolation) as back:
                 conn.execute("UPDATE runs SET state = 'queued' WHERE id = %s", [run_id])
@@ -259,15 +248,27 @@ def test_the_database_refuses_a_step_back_and_a_logged_jump(engine, dev, cli):
     assert state == ("running",)
 
 
-def wait_for_state(db_url: str, experiment_id: int, state: str, timeout: float = 30) -> int:
-    """The id of the experiment's run once it is in ``state``."""
-    deadline = time.monotonic() + timeout
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            row = conn.execute(
-                "SELECT id, state FROM runs WHERE experiment_id = %s", [experiment_id]
-            ).fetchone()
-            if row is not None and row[1] == state:
-                return row[0]
-            time.sleep(0.05)
-    raise AssertionError(f"the run of experiment {experiment_id} never reached {state}: {row}")
+def _one_run_running(engine, dev, cli, ref) -> tuple[int, int]:
+    """(experiment id, run id) of one run of the add case on the slow harness ``ref``, once
+    the run is running there."""
+    create_agent(engine, dev, "dev", "slow", ref.url)
+    started = cli(
+        "run", "finance@dev", "--agent", "slow@dev", "--case-id", "add", "--no-wait", "--json"
+    )
+    assert started.code == 0, started.err
+    experiment_id = started.json["id"]
+    running: list[int] = []
+    with psycopg.connect(engine.db_url, autocommit=True) as conn:
+
+        def is_running() -> bool:
+            running[:] = (
+                conn.execute(
+                    "SELECT id FROM runs WHERE experiment_id = %s AND state = 'running'",
+                    [experiment_id],
+                ).fetchone()
+                or []
+            )
+            return bool(running)
+
+        until(is_running, what=f"the run of experiment {experiment_id} to be running")
+    return experiment_id, running[0]
