@@ -114,6 +114,23 @@ def wait_http(url: str, timeout: float = 120, log: Path | None = None) -> None:
             time.sleep(0.1)
 
 
+def wait_worker(db_url: str, worker: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    """Until the worker has registered with the job queue (it takes jobs from then on); on
+    timeout or the worker's exit, exit saying so. Without this wait the first experiment
+    timed would include the worker's own start (seconds where bytecode is not cached)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        while True:
+            row = conn.execute("SELECT count(*) FROM procrastinate_workers").fetchone()
+            if row and row[0] > 0:
+                return
+            if worker.poll() is not None:
+                raise SystemExit(f"the worker exited with {worker.returncode} before it started")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the worker did not register within {timeout:.0f} s")
+            time.sleep(0.05)
+
+
 @contextmanager
 def migrated_database(
     prefix: str = "evalkit-bench-",
@@ -169,6 +186,7 @@ def local_stack(worker_concurrency: int) -> Iterator[Stack]:
             children.append(
                 subprocess.Popen([*EVALKIT, "worker"], env=worker_env, stderr=subprocess.DEVNULL)
             )
+            wait_worker(db_url, children[1])
             token = httpx.post(
                 f"{server.url}/api/auth/login", json={"username": "admin", "password": PASSWORD}
             ).json()["token"]
