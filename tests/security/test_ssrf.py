@@ -125,6 +125,13 @@ def admin(server) -> Api:
     return api
 
 
+@pytest.fixture(scope="module")
+def pat(server, admin) -> Api:
+    """A user with no role beyond logging in: the owner of personal agents."""
+    admin.ok("POST", "/api/users", json={"username": "pat", "password": "pat-password-1"})
+    return Api(server, login(server, "pat", "pat-password-1"))
+
+
 def _creations(url: str, n: int) -> list[tuple[str, str, dict]]:
     """Every way a user hands the server a URL to call later."""
     return [
@@ -160,11 +167,9 @@ def test_urls_with_credentials_are_refused(admin, url):
         assert "has credentials in it (user:password@)" in error["message"], error
 
 
-def test_a_personal_agent_url_with_credentials_is_refused_too(server, admin):
+def test_a_personal_agent_url_with_credentials_is_refused_too(pat):
     """Everyone logged in reads every workspace: a personal agent's URL is public too.
     (Its host is not checked: the owner's own machine calls it, not the server.)"""
-    admin.ok("POST", "/api/users", json={"username": "pat", "password": "pat-password-1"})
-    pat = Api(server, login(server, "pat", "pat-password-1"))
     r = pat(
         "POST",
         "/api/workspaces/pat/agents",
@@ -192,10 +197,9 @@ def test_a_personal_agent_url_with_credentials_is_refused_too(server, admin):
     assert r.status_code == 400 and r.json()["error"]["code"] == "bad-harness-url", r.text
 
 
-def test_the_server_never_calls_a_personal_agent(server, admin):
+def test_the_server_never_calls_a_personal_agent(pat):
     """A personal agent may point at its owner's loopback; the server neither checks nor
     drives it, so that is no way to reach the server's own network."""
-    pat = Api(server, login(server, "pat", "pat-password-1"))
     pat.ok(
         "POST",
         "/api/workspaces/pat/agents",
