@@ -17,15 +17,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from hypercorn.asyncio import serve as hypercorn_serve
-from hypercorn.config import Config as HypercornConfig
 from procrastinate.exceptions import ConnectorException
 
 from evalkit.auth import passwords
 from evalkit.auth.secrets import GENERATE_KEY_COMMAND, generate_key
 from evalkit.config import Settings, public_url
 from evalkit.db import Database
-from evalkit.edge.app import create_app
 from evalkit.embedded import EmbeddedPostgres
 from evalkit.errors import ConfigError, Conflict, DatabaseError, EvalkitError
 from evalkit.jobs import runtime
@@ -250,6 +247,10 @@ async def run(
             runtime.install(db, settings)
             tasks.append(asyncio.create_task(run_worker(db_url, settings, stop)))
         if edge:
+            # Imported here: `evalkit worker` alone never loads the edge (Starlette, the web
+            # pages, the OIDC client) nor Hypercorn, about 450 modules of its start.
+            from evalkit.edge.app import create_app
+
             app = create_app(settings, db, manage_pool=False)
             tasks.append(asyncio.create_task(_serve_http(app, settings, stop, announce)))
         elif announce is not None:
@@ -267,6 +268,9 @@ async def run(
 async def _serve_http(
     app: object, settings: Settings, stop: asyncio.Event, announce: asyncio.Event | None
 ) -> None:
+    from hypercorn.asyncio import serve as hypercorn_serve
+    from hypercorn.config import Config as HypercornConfig
+
     config = HypercornConfig()
     config.bind = [f"{settings.server.host}:{settings.server.port}"]
     config.accesslog = None

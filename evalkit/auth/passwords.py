@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from functools import cache
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -13,16 +14,24 @@ MIN_CHARS = 8
 MAX_BYTES = 72
 
 _hasher = PasswordHasher()  # argon2id with the library's current recommended parameters
-# A hash to verify against when the user does not exist, so timing does not reveal usernames.
-_DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
+
+
+@cache
+def stand_in_hash() -> str:
+    """The hash to verify against when the user does not exist, so timing does not reveal
+    usernames. Made on first use, not at import (a hash costs some 50 ms, and the worker and
+    most commands never verify a password); the edge makes it at start (see
+    :func:`evalkit.edge.app.create_app`), so the first unknown user costs no more than the
+    next."""
+    return _hasher.hash(secrets.token_urlsafe(16))
 
 
 def use_hasher(hasher: PasswordHasher) -> None:
     """Hash with ``hasher`` from now on (the tests' cheap parameters); the stand-in hash for
     unknown users is made again with it, so both cost the same."""
-    global _hasher, _DUMMY_HASH
+    global _hasher
     _hasher = hasher
-    _DUMMY_HASH = hasher.hash(secrets.token_urlsafe(16))
+    stand_in_hash.cache_clear()
 
 
 def check_password_rules(password: str, *, what: str = "password") -> None:
@@ -46,7 +55,8 @@ def hash_password(password: str) -> str:
 
 def verify_password(password_hash: str | None, password: str) -> bool:
     try:
-        return _hasher.verify(password_hash or _DUMMY_HASH, password) and password_hash is not None
+        verified = _hasher.verify(password_hash or stand_in_hash(), password)
+        return verified and password_hash is not None
     except (VerificationError, InvalidHashError):
         return False
 

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evalkit import __version__, web
+from evalkit.auth import passwords
 from evalkit.config import Settings
 from evalkit.db import Database
 from evalkit.distribution import VERSION_HEADER
@@ -69,6 +70,7 @@ async def _method_not_allowed(request: Request, exc: Exception) -> Response:
 
 def create_app(settings: Settings, db: Database, *, manage_pool: bool = True) -> Starlette:
     """``manage_pool=False`` when the caller opens and closes ``db`` itself."""
+    passwords.stand_in_hash()  # now, not in the first login of an unknown user
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
