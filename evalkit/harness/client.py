@@ -7,6 +7,7 @@ The run state machine retries the first kind with backoff and fails the run on t
 
 from __future__ import annotations
 
+import re
 from typing import TypeVar
 from urllib.parse import quote, urlencode
 
@@ -74,9 +75,10 @@ class HarnessClient:
         return _decode(raw, RunStatus, "POST /runs/{id}/stop") if raw.strip() else None
 
     async def trajectory(self, run_id: str) -> bytes:
-        """The trajectory's raw bytes: the caller validates them as ATIF and keeps them even
-        when they are not valid."""
-        return await self._raw("GET", f"/runs/{_seg(run_id)}/trajectory")
+        """The trajectory's raw bytes (a NUL in its text as U+FFFD, see
+        :func:`_without_nul`): the caller validates them as ATIF and keeps them even when
+        they are not valid."""
+        return _without_nul(await self._raw("GET", f"/runs/{_seg(run_id)}/trajectory"))
 
     async def list_runs(self, cursor: str | None = None) -> RunListing:
         query = urlencode({"cursor": cursor}) if cursor else ""
@@ -134,9 +136,20 @@ def _status_error(where: str, status: int, body: bytes) -> HarnessError:
     return HarnessError(f"{where} answered {status}{detail}", retryable=retryable, status=status)
 
 
+_JSON_NUL = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
+"""``\\u0000`` in JSON text, not preceded by an escaped backslash of its own."""
+
+
+def _without_nul(raw: bytes) -> bytes:
+    """JSON with each NUL character (``\\u0000``) written as U+FFFD. PostgreSQL holds no NUL
+    in text or JSON: refused, the answer would lose its run, where one character stood in
+    for is all a reader loses (OTLP ingest does the same for span text)."""
+    return _JSON_NUL.sub(rb"\1\\ufffd", raw) if b"\\u0000" in raw else raw
+
+
 def _decode(raw: bytes, into: type[T], what: str) -> T:
     try:
-        return msgspec.json.decode(raw, type=into)
+        return msgspec.json.decode(_without_nul(raw), type=into)
     except msgspec.ValidationError as exc:
         raise HarnessError(
             f"{what}: the answer does not follow Harness API v1 ({exc})", retryable=False

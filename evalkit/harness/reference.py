@@ -96,6 +96,9 @@ class Behaviour:
     """Declare stop, trajectory and run_listing, but answer those endpoints 501 / 404."""
     fail_runs: bool = False
     """Every run ends ``failed`` with an error."""
+    nul_in_answer: bool = False
+    """Every answer ends with a NUL character (U+0000), in the run's status and its
+    trajectory alike, as a harness passing on a tool's binary output would."""
     without: frozenset[str] = frozenset()
     """Capabilities (names from ``ACCEPTS`` and ``PROVIDES``) this harness honestly lacks:
     not declared, and the matching endpoint or field is refused."""
@@ -298,13 +301,16 @@ class HarnessState:
         b = self.behaviour
         if b.fail_runs and error is None:
             error = "the reference harness fails every run (Behaviour.fail_runs)"
+        work = _agent.solve(body.input, files)
+        if b.nul_in_answer:
+            work.answer += "\x00"
         run = _Run(
             id=f"ref-{seq:06d}",
             evalkit_run_id=body.evalkit_run_id,
             seq=seq,
             start=now,
             deadline=now + b.run_seconds,
-            work=_agent.solve(body.input, files),
+            work=work,
             model=body.model,
             error=error,
             received=list(body.files),

@@ -3,6 +3,7 @@ loopback, the worker's jobs moving every run through the state machine."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -439,6 +440,22 @@ def test_invalid_trajectory_is_stored_with_its_errors(engine, dev, cli):
         assert run["trajectory"] is not None
         shown = cli("runs", "show", str(run_id))
         assert "INVALID" in shown.out
+
+
+def test_a_nul_in_the_harness_answer_is_stored_as_a_replacement_character(engine, dev, cli):
+    """PostgreSQL holds no NUL in text or JSON: the run's answer and its trajectory keep
+    U+FFFD in its place, and the run ends done at once (refused, the write was retried with
+    growing waits until the job gave up)."""
+    with harness(Behaviour(nul_in_answer=True)) as ref:
+        create_agent(engine, dev, "dev", "ref", ref.url)
+        result = cli("run", "finance@dev", "--agent", "ref@dev", "--case-id", "mul", "--json")
+        assert result.code == 0, result.err
+        run_id = result.json["run_list"][0]["id"]
+        run = cli("runs", "show", str(run_id), "--json", "--trajectory").json
+    assert run["state"] == "done" and run["answer"] == "42\ufffd"
+    assert run["trajectory_valid"] is True
+    final = run["trajectory"]["steps"][-1]["message"]
+    assert final == "42\ufffd" and "\x00" not in json.dumps(run)
 
 
 def test_code_driven_agent_is_refused_by_run(engine, dev, cli):
