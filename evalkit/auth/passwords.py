@@ -19,7 +19,7 @@ _hasher = PasswordHasher()  # argon2id with the library's current recommended pa
 @cache
 def stand_in_hash() -> str:
     """The hash to verify against when the user does not exist, so timing does not reveal
-    usernames. Made on first use, not at import (a hash costs some 50 ms, and the worker and
+    usernames. Made on first use, not at import (a hash costs about 0.12 s, and the worker and
     most commands never verify a password); the edge makes it at start (see
     :func:`evalkit.edge.app.create_app`), so the first unknown user costs no more than the
     next."""
