@@ -708,27 +708,28 @@ def test_the_summary_counts_runs_not_states(engine, dev, cli):
     experiment = done.json["id"]
     detail = wait_finished(engine, dev, experiment)
     assert detail["summary"]["runs"] == 6 and detail["summary"]["by_state"] == {"done": 6}
-    with psycopg.connect(engine.db_url, autocommit=True) as conn:
-        conn.execute(UNGUARDED)
-        conn.execute(
-            "UPDATE runs SET state = 'failed' WHERE id IN (SELECT id FROM runs "
-            "WHERE experiment_id = %s ORDER BY id LIMIT 2)",
-            [experiment],
-        )
-        conn.execute(
-            "UPDATE experiments SET status = 'running', summary = NULL WHERE id = %s",
-            [experiment],
-        )
 
-    async def finish() -> bool:
+    async def fail_two_and_finish() -> bool:
+        # One transaction: the server's sweeper, which closes an open experiment without live
+        # runs, cannot see the reopened experiment and close it before this call does.
         db = Database(engine.db_url)
         await db.open()
         try:
-            async with db.connection() as conn:
+            async with db.transaction() as conn:
+                await conn.raw.execute(UNGUARDED)
+                await conn.raw.execute(
+                    "UPDATE runs SET state = 'failed' WHERE id IN (SELECT id FROM runs "
+                    "WHERE experiment_id = %s ORDER BY id LIMIT 2)",
+                    [experiment],
+                )
+                await conn.raw.execute(
+                    "UPDATE experiments SET status = 'running', summary = NULL WHERE id = %s",
+                    [experiment],
+                )
                 return await finish_experiment_if_done(conn, experiment)
         finally:
             await db.close()
 
-    assert asyncio.run(finish()) is True
+    assert asyncio.run(fail_two_and_finish()) is True
     summary = wait_finished(engine, dev, experiment)["summary"]
     assert summary["runs"] == 6 and summary["by_state"] == {"done": 4, "failed": 2}
