@@ -131,7 +131,7 @@ def decode_protobuf(body: bytes) -> Decoded:
         raise NotTraces(
             f"the body is not a protobuf OTLP trace export (ExportTraceServiceRequest): {exc}"
         ) from None
-    decoded = spans_of(request)
+    decoded = spans_of(request, received_encodings(body, request))
     if decoded.bad_ids and not decoded.spans:
         _refuse_other_signals(body)
     return decoded
@@ -231,22 +231,90 @@ def decode_json(body: bytes) -> Decoded:
     return spans_of(request)
 
 
+class _Unplain(ValueError):
+    """The body's layout is one the span slicer does not follow (a group, a cut field)."""
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if i >= len(buf):
+            raise _Unplain("a varint runs past the end")
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, i
+        shift += 7
+
+
+def _length_fields(buf: bytes, start: int, end: int, wanted: int) -> list[tuple[int, int]]:
+    """Where each length-delimited field number ``wanted`` of the message in
+    ``buf[start:end]`` lies, in wire order (repeated fields parse in that order)."""
+    found = []
+    i = start
+    while i < end:
+        tag = buf[i]  # one byte for field numbers under 16, as these are; else the varint
+        if tag < 0x80:
+            i += 1
+        else:
+            tag, i = _varint(buf, i)
+        wire_type = tag & 7
+        if wire_type == 2:
+            length, i = _varint(buf, i)
+            if tag >> 3 == wanted:
+                found.append((i, i + length))
+            i += length
+        elif wire_type == 0:
+            _, i = _varint(buf, i)
+        elif wire_type == 1:
+            i += 8
+        elif wire_type == 5:
+            i += 4
+        else:
+            raise _Unplain(f"wire type {wire_type}")
+    if i != end:
+        raise _Unplain("a field runs past its message")
+    return found
+
+
+def received_encodings(body: bytes, request: ExportTraceServiceRequest) -> list[bytes] | None:
+    """Each span's bytes as the sender encoded them, in the order protobuf parsed the spans
+    (``ExportTraceServiceRequest.resource_spans[].scope_spans[].spans[]``, fields 1, 2
+    and 2): stored as received, without serializing each span again. None when the body's
+    layout is one this walk does not follow; the spans are then serialized again."""
+    try:
+        slices = [
+            body[span_start:span_end]
+            for rs_start, rs_end in _length_fields(body, 0, len(body), 1)
+            for ss_start, ss_end in _length_fields(body, rs_start, rs_end, 2)
+            for span_start, span_end in _length_fields(body, ss_start, ss_end, 2)
+        ]
+    except _Unplain:
+        return None
+    parsed = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    return slices if len(slices) == parsed else None
+
+
 def _hex(value: bytes) -> str:
     return binascii.hexlify(value).decode()
 
 
-def spans_of(request: ExportTraceServiceRequest) -> Decoded:
+def spans_of(request: ExportTraceServiceRequest, encodings: list[bytes] | None = None) -> Decoded:
     """The request's spans, each checked and read out (the per-span loop of every export:
-    positional construction and no helper calls, as it runs for every span received)."""
+    positional construction and no helper calls, as it runs for every span received).
+    ``encodings``, when given, are the spans' bytes as received, one per span in order."""
     decoded = Decoded()
     out = decoded.spans
     append = out.append
+    received = iter(encodings) if encodings is not None else None
     for rs in request.resource_spans:
         resource = attributes(rs.resource.attributes)
         resource_body = rs.resource.SerializeToString()
         for ss in rs.scope_spans:
             scope = _text(ss.scope.name) if ss.scope.name else None
             for sp in ss.spans:
+                encoding = next(received) if received is not None else None
                 trace_id, span_id, parent = sp.trace_id, sp.span_id, sp.parent_span_id
                 if (
                     len(trace_id) != 16
@@ -269,7 +337,7 @@ def spans_of(request: ExportTraceServiceRequest) -> Decoded:
                     status = sp.status
                     code = status.code
                     message = _text(status.message) if status.message else None
-                body = sp.SerializeToString()
+                body = encoding if encoding is not None else sp.SerializeToString()
                 append(
                     Incoming(
                         trace_id,

@@ -126,3 +126,59 @@ def test_protobuf_round_trip_and_garbage():
 def test_status_body():
     assert status_protobuf(14, "down") == b"\x08\x0e\x12\x04down"
     assert status_protobuf(3, "x" * 200)[:4] == b"\x08\x03\x12\xc8"
+
+
+# Protobuf written by hand: a field's tag, and a length-delimited field.
+def _tag(field: int, wire_type: int) -> bytes:
+    return bytes([field << 3 | wire_type])
+
+
+def _ld(field: int, payload: bytes) -> bytes:
+    assert len(payload) < 0x80 or len(payload) < 0x4000
+    length = len(payload)
+    encoded = bytes([length]) if length < 0x80 else bytes([length & 0x7F | 0x80, length >> 7])
+    return _tag(field, 2) + encoded + payload
+
+
+def _span(span_id: bytes, name: bytes) -> bytes:
+    """A span with its fields in an order protobuf never writes (name before the ids) and
+    a field number it does not know (99 is past every Span field): serializing it again
+    gives other bytes."""
+    unknown = bytes([0x98, 0x06, 0x07])  # field 99, varint 7
+    return _ld(5, name) + unknown + _ld(2, span_id) + _ld(1, bytes.fromhex(TRACE))
+
+
+def _export(scopes_of_resources: list[list[list[bytes]]], scope_extra: bytes = b"") -> bytes:
+    resources = b""
+    for scopes in scopes_of_resources:
+        resource = _ld(1, _ld(1, _ld(1, b"service.name") + _ld(2, _ld(1, b"svc"))))
+        for spans in scopes:
+            resource += _ld(
+                2, _ld(1, _ld(1, b"lib")) + b"".join(_ld(2, s) for s in spans) + scope_extra
+            )
+        resources += _ld(1, resource)
+    return resources
+
+
+def test_protobuf_spans_are_stored_as_the_sender_encoded_them():
+    first, second, third = (_span(bytes([i]) * 8, f"s{i}".encode()) for i in (1, 2, 3))
+    refused = _span(bytes(8), b"zero id")
+    body = _export([[[first], [refused, second]], [[third]]])
+    decoded = decode_protobuf(body)
+    assert decoded.bad_ids == 1
+    # The refused span in between does not shift which bytes go with which span.
+    assert [(s.name, s.body) for s in decoded.spans] == [
+        ("s1", first),
+        ("s2", second),
+        ("s3", third),
+    ]
+    assert decoded.spans[0].message.SerializeToString() != first  # what serializing would store
+
+
+def test_a_layout_the_walk_does_not_follow_is_serialized_again():
+    span = _span(b"\x01" * 8, b"s1")
+    group = _tag(9, 3) + _tag(9, 4)  # an (empty) group: a wire type the walk does not follow
+    decoded = decode_protobuf(_export([[[span]]], scope_extra=group))
+    [stored] = decoded.spans
+    assert stored.name == "s1" and stored.body == stored.message.SerializeToString()
+    assert stored.body != span
