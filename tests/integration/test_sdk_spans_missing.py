@@ -80,6 +80,11 @@ def test_a_run_whose_spans_never_arrived_says_so(weather, capsys, monkeypatch):
     every span (one line in OpenTelemetry's log), the run ends done with no trajectory, and
     the SDK, the run's page and `runs show` say what happened."""
     dev = weather
+    # The SDK says what it waits for once a wait passes its 2 s grace. The wait it sees is
+    # the trajectory wait less the time from the run's end to its first poll, which took
+    # over a second on a loaded machine when the wait was 3 s: 6 leaves room for that.
+    edited = dev.api("PATCH", "/api/workspaces/alice/agents/mine", json={"trajectory_wait": 6})
+    assert edited.status_code == 200, edited.text
     monkeypatch.setenv("EVALKIT_OTEL_TOKEN", mint(dev.server, dev.token, "alice", "mine"))
     register(agent="mine")
     [token] = dev.api("GET", "/api/tokens").json()
