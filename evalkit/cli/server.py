@@ -85,7 +85,7 @@ def server(
         serve.ensure_encryption_key(settings, target)
         serve.check_port_free(settings.server.host, settings.server.port)
         worker = target.embedded if with_worker is None else with_worker
-        asyncio.run(_serve(settings, target, worker))
+        serve.run_event_loop(_serve(settings, target, worker))
     return 0
 
 
@@ -134,7 +134,7 @@ def worker(
         note(
             f"evalkit worker {__version__} running ({_describe(target, settings)}); Ctrl-C stops it"
         )
-        asyncio.run(serve.run(settings, target.url, edge=False, worker=True))
+        serve.run_event_loop(serve.run(settings, target.url, edge=False, worker=True))
     return 0
 
 

@@ -83,8 +83,22 @@ SELECT count(*) AS total, count(*) FILTER (WHERE status = 'running') AS running
 FROM experiments WHERE agent_id = %(agent_id)s;
 
 -- name: agent_delete :exec
--- Delete an agent; its span mappings, experiments and runs go with it.
+-- Delete an agent, locked by the caller (agent_lock_by_name: every batch that held the
+-- agent has committed, and no other can hold it now); its span mappings, experiments and
+-- runs go with it by their foreign keys, its trace sessions and traces here (they have no
+-- foreign key: see agent_hold).
+WITH traces AS (
+    DELETE FROM trace_sessions WHERE agent_id = %(id)s
+), sessions AS (
+    DELETE FROM sessions WHERE agent_id = %(id)s
+)
 DELETE FROM agents WHERE id = %(id)s;
+
+-- name: agent_hold :one
+-- Hold an agent until the transaction ends, before writing its trace sessions or traces:
+-- its delete waits until then, and nothing when it was deleted (the caller writes nothing).
+-- trace_claim_many holds it the same way for a batch.
+SELECT id FROM agents WHERE id = %(agent_id)s FOR KEY SHARE;
 
 -- name: span_mapping_retire_active :one
 -- Retire an agent's active span mapping; returns its version (nothing when none was active).

@@ -23,8 +23,12 @@ SELECT evalkit_spans_partition_drop_before(%(cutoff)s::date) AS dropped;
 -- for a concurrent one's lock on a trace sees what that one stored). Traces are locked in
 -- key order and sessions after, by the caller, so concurrent batches never deadlock. A
 -- trace's times and last_received_at are final here; its session and pending counts are
--- written back after the size cap (trace_session_write_many).
-WITH batch AS (
+-- written back after the size cap (trace_session_write_many). The agent is held first (as
+-- agent_hold does): no row at all when it was deleted.
+WITH agent AS (
+    SELECT id FROM agents WHERE id = %(agent_id)s FOR KEY SHARE
+),
+batch AS (
     SELECT decode(b.trace_id, 'hex') AS trace_id, b.session_id, b.first_span_at,
            b.last_span_at
     FROM json_to_recordset(%(traces)s::json) AS b (
@@ -34,9 +38,9 @@ WITH batch AS (
 traces AS (
     INSERT INTO trace_sessions AS t (agent_id, trace_id, session_id, first_span_at,
                                      last_span_at, first_received_at, last_received_at)
-    SELECT %(agent_id)s, b.trace_id, b.session_id, b.first_span_at, b.last_span_at,
+    SELECT a.id, b.trace_id, b.session_id, b.first_span_at, b.last_span_at,
            %(received_at)s, %(received_at)s
-    FROM batch b
+    FROM agent a CROSS JOIN batch b
     ORDER BY b.trace_id
     ON CONFLICT (agent_id, trace_id) DO UPDATE SET
         first_span_at = least(t.first_span_at, EXCLUDED.first_span_at),

@@ -1,4 +1,4 @@
--- evalkit's database schema at migration 0019. GENERATED: do not edit.
+-- evalkit's database schema at migration 0020. GENERATED: do not edit.
 -- The migrations (evalkit/sql/migrations/, with the SQL in evalkit/sql/schema/) are
 -- the source of truth; this file shows what they build, each table with its
 -- constraints, indexes, triggers and foreign keys, to read (nothing runs it).
@@ -1164,9 +1164,6 @@ CREATE INDEX sessions_last_received_idx ON public.sessions USING btree (last_rec
 CREATE INDEX sessions_run_idx ON public.sessions USING btree (run_id) WHERE (run_id IS NOT NULL);
 
 ALTER TABLE ONLY public.sessions
-    ADD CONSTRAINT sessions_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES public.agents(id) ON DELETE CASCADE;
-
-ALTER TABLE ONLY public.sessions
     ADD CONSTRAINT sessions_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE SET NULL;
 
 
@@ -1252,9 +1249,6 @@ ALTER TABLE ONLY public.trace_sessions
 CREATE INDEX trace_sessions_session_idx ON public.trace_sessions USING btree (agent_id, session_id);
 
 CREATE INDEX trace_sessions_unassigned_idx ON public.trace_sessions USING btree (orphan, agent_id) WHERE (session_id IS NULL);
-
-ALTER TABLE ONLY public.trace_sessions
-    ADD CONSTRAINT trace_sessions_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES public.agents(id) ON DELETE CASCADE;
 
 
 -- trajectories

@@ -16,8 +16,9 @@ a COPY (more when a trace was seen before, or a session nears its size cap):
 4. ``trace_session_write_many`` writes the changed traces and the sessions back and returns
    the sessions a run waits on.
 
-Locks are taken traces first, then sessions, each in key order, so concurrent batches never
-deadlock. A batch that carries a span of a trace waits for any other batch that holds the
+Locks are taken the agent first (held, FOR KEY SHARE, by ``trace_claim_many``: its delete
+waits for the batch), then traces, then sessions, each in key order, so concurrent batches
+never deadlock. A batch that carries a span of a trace waits for any other batch that holds the
 trace's lock, so the second of two copies of a span in flight at once sees the first.
 """
 
@@ -32,7 +33,7 @@ import psycopg
 from psycopg.types.string import BytesBinaryDumper
 
 from evalkit.db import Conn
-from evalkit.errors import DatabaseError
+from evalkit.errors import Conflict, DatabaseError
 from evalkit.model import otel as wire
 from evalkit.otel.model import Span, orphan_session_id, session_attribute_names, session_text
 from evalkit.otel.otlp import Incoming, any_value, span_from_row
@@ -228,6 +229,8 @@ async def ingest(
         received_at=received_at,
         traces=_json.encode(batch).decode(),
     )
+    if not rows:  # every trace of the batch has a row, unless the agent is gone
+        raise _agent_deleted(agent_id)
 
     # 2. the spans stored already, in traces an earlier batch created; a span twice in this
     # batch is stored once
@@ -375,6 +378,15 @@ async def ingest(
     return result
 
 
+def _agent_deleted(agent_id: int) -> Conflict:
+    return Conflict(
+        f"agent {agent_id} was deleted while this batch was being stored; none of its spans "
+        "were kept (an exporter of a deleted agent should be stopped, or pointed at another "
+        "agent with a token of its own)",
+        code="agent-deleted",
+    )
+
+
 async def _stored_spans(conn: Conn, agent_id: int, groups: list[list[Incoming]]) -> set[bytes]:
     """Which of these spans (of traces an earlier batch created) are stored: their trace id
     and span id, concatenated."""
@@ -467,7 +479,9 @@ async def settle_orphan(
 ) -> OrphanOutcome | None:
     """Give a trace whose root span never came (quiet since ``before``) the session one of
     its spans names, or mark it orphan; call inside a transaction. None when the trace has
-    its root, or a new span, since it was listed."""
+    its root, or a new span, since it was listed, or its agent was deleted."""
+    if await conn.one("agent_hold", agent_id=agent_id) is None:
+        return None  # the agent was deleted, and its traces with it
     row = await conn.one(
         "trace_session_lock_waiting_root", agent_id=agent_id, trace_id=trace_id, before=before
     )
