@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from evalkit.db import Database
+from evalkit.db import Conn, Database
 from evalkit.errors import Conflict
 from evalkit.otel.otlp import Incoming, decode_protobuf
 from evalkit.store import otel as store
@@ -113,7 +113,7 @@ def spans(seed: int, *, with_root: bool) -> list[Incoming]:
     return decode_protobuf(body).spans
 
 
-async def ingest(conn, agent_id: int, batch: list[Incoming]) -> store.IngestResult:  # type: ignore[no-untyped-def]
+async def ingest(conn: Conn, agent_id: int, batch: list[Incoming]) -> store.IngestResult:
     return await store.ingest(
         conn, agent_id, batch, session_names=NAMES, max_session_bytes=CAP, received_at=NOW
     )
