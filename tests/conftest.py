@@ -10,7 +10,7 @@ import queue
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -21,6 +21,7 @@ from argon2 import PasswordHasher
 
 from evalkit.auth import passwords
 from evalkit.config import Settings
+from evalkit.db import Database
 from evalkit.embedded import EmbeddedPostgres
 from evalkit.sql import migrate
 
@@ -197,6 +198,17 @@ def new_database(pg_admin_url: str, database_pool: DatabasePool) -> Iterator[cal
 @pytest.fixture
 def database_url(new_database: callable) -> str:
     return new_database()
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    """evalkit's connection pool, open on the test's database."""
+    database = Database(database_url)
+    await database.open()
+    try:
+        yield database
+    finally:
+        await database.close()
 
 
 def free_port() -> int:

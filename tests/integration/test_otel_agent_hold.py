@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import psycopg
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -26,27 +24,12 @@ from evalkit.otel.otlp import Incoming, decode_protobuf
 from evalkit.store import otel as store
 from evalkit.store.agents import delete_agent
 from evalkit.store.workspaces import WorkspaceRow
+from tests.integration.db_helpers import sql
 
 NOW = datetime.now(UTC)
 START = int(NOW.timestamp() * 1e9)
 NAMES = ["session.id"]
 CAP = 10_000_000
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
-    await database.open()
-    try:
-        yield database
-    finally:
-        await database.close()
-
-
-def sql(database_url: str, text: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        cur = conn.execute(text, params)  # type: ignore[arg-type]
-        return cur.fetchall() if cur.description else []
 
 
 def workspace(database_url: str) -> WorkspaceRow:
@@ -116,6 +99,18 @@ def spans(seed: int, *, with_root: bool) -> list[Incoming]:
 async def ingest(conn: Conn, agent_id: int, batch: list[Incoming]) -> store.IngestResult:
     return await store.ingest(
         conn, agent_id, batch, session_names=NAMES, max_session_bytes=CAP, received_at=NOW
+    )
+
+
+async def settle(conn: Conn, agent_id: int, trace_id: bytes) -> store.OrphanOutcome | None:
+    """Settle a trace still waiting for its root, as the orphan sweep does an hour on."""
+    return await store.settle_orphan(
+        conn,
+        agent_id,
+        trace_id,
+        names=NAMES,
+        before=NOW + timedelta(hours=1),
+        max_session_bytes=CAP,
     )
 
 
@@ -218,14 +213,7 @@ async def test_a_delete_waits_for_an_orphan_being_settled_and_removes_its_sessio
             await delete_agent(conn, ws, "gone", force=False)
 
     async with db.transaction() as conn:
-        outcome = await store.settle_orphan(
-            conn,
-            gone,
-            bytes([6]) * 16,
-            names=NAMES,
-            before=NOW + timedelta(hours=1),
-            max_session_bytes=CAP,
-        )
+        outcome = await settle(conn, gone, bytes([6]) * 16)
         assert outcome is not None and outcome.session_id == "session-6"
         deleting = asyncio.create_task(delete())
         await wait_until_blocked(database_url, deleting)
@@ -234,12 +222,5 @@ async def test_a_delete_waits_for_an_orphan_being_settled_and_removes_its_sessio
 
     assert rows_of(database_url, gone) == (0, 0)  # the session the settling created too
     async with db.transaction() as conn:
-        again = await store.settle_orphan(
-            conn,
-            gone,
-            bytes([6]) * 16,
-            names=NAMES,
-            before=NOW + timedelta(hours=1),
-            max_session_bytes=CAP,
-        )
+        again = await settle(conn, gone, bytes([6]) * 16)
     assert again is None

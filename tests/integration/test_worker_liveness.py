@@ -10,14 +10,13 @@ import json
 from collections.abc import AsyncIterator
 
 import procrastinate
-import psycopg
 import pytest
 
-from evalkit.db import Database
 from evalkit.jobs import liveness, procrastinate_adapter
 from evalkit.jobs.app import connected
 from evalkit.jobs.liveness import Liveness, LivenessLost
 from evalkit.jobs.maintenance import take_back_abandoned_jobs
+from tests.integration.db_helpers import sql
 
 STALLED = 60.0
 
@@ -27,22 +26,6 @@ async def jobs(database_url: str) -> AsyncIterator[procrastinate.App]:
     """evalkit's app, open on the test's database (the sweep queues its next retry there)."""
     async with connected(database_url, max_size=3) as app:
         yield app
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
-    await database.open()
-    try:
-        yield database
-    finally:
-        await database.close()
-
-
-def sql(database_url: str, text: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        cur = conn.execute(text, params)  # type: ignore[arg-type]
-        return cur.fetchall() if cur.description else []
 
 
 def register_worker(database_url: str, silent_for: float = 0) -> int:
