@@ -234,6 +234,19 @@ def postgres_pids(pgdata: Path) -> list[int]:
     return pids
 
 
+def children_of(pid: int) -> list[int]:
+    """The processes ``pid`` started (the edge processes of `evalkit server`)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def count_spans(db_url: str, agent_id: int) -> int:
     with psycopg.connect(db_url) as conn:
         row = conn.execute("SELECT count(*) FROM spans WHERE agent_id = %s", [agent_id]).fetchone()
@@ -358,7 +371,9 @@ def run_once(
         asyncio.run(post_all(traces, agent_token, batches[: args.warmup], args.concurrency))
         before = count_spans(db_url, agent_id)
         database_pids = postgres_pids(cluster.pgdata)
-        pids = {"edge": [edge.pid], "database": database_pids, "client": [os.getpid()]}
+        edge_pids = [edge.pid, *children_of(edge.pid)]
+        pids = {"edge": edge_pids, "database": database_pids, "client": [os.getpid()]}
+        edge_cpu_before = [cpu_seconds([pid]) for pid in edge_pids]
         cpu_before = {name: cpu_seconds(group) for name, group in pids.items()}
         elapsed, latencies = asyncio.run(
             post_all(traces, agent_token, batches[args.warmup :], args.concurrency)
@@ -371,7 +386,8 @@ def run_once(
         expected = args.batches * BATCH
         if persisted != expected:
             raise SystemExit(f"expected {expected} spans in the database, found {persisted}")
-        rss = peak_rss_mb(edge.pid)
+        edge_split = [cpu_seconds([pid]) - b for pid, b in zip(edge_pids, edge_cpu_before)]
+        rss_each = [peak_rss_mb(pid) for pid in edge_pids]
         latencies.sort()
         ceiling, copy_cpu = raw_copy_rate(db_url, batches[args.warmup :], cluster.pgdata)
         return {
@@ -379,7 +395,10 @@ def run_once(
             "ceiling": ceiling,
             "p50": statistics.median(latencies) * 1000,
             "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
-            "rss": rss,
+            "rss": max(rss_each),
+            "rss_total": sum(rss_each),
+            "edge_processes": len(edge_pids),
+            "edge_split": " / ".join(f"{cpu:.1f}" for cpu in edge_split),
             "edge_cpu": cpu["edge"],
             "database_cpu": cpu["database"],
             "client_cpu": cpu["client"],
@@ -414,7 +433,14 @@ def print_one(result: dict[str, float | str]) -> None:
     )
     print(f"{'ack latency p50, ms':<34}{float(result['p50']):>12.1f}")
     print(f"{'ack latency p99, ms':<34}{p99:>12.1f}{TARGET_P99_MS:>12}{p99 / TARGET_P99_MS:>8.2f}")
-    print(f"{'edge peak RSS, MB':<34}{rss:>12.0f}{TARGET_RSS_MB:>12}{rss / TARGET_RSS_MB:>8.2f}")
+    print(
+        f"{'edge peak RSS, MB (largest)':<34}{rss:>12.0f}{TARGET_RSS_MB:>12}{rss / TARGET_RSS_MB:>8.2f}"
+    )
+    print(
+        f"{'edge processes, RSS MB in all':<34}{float(result['rss_total']):>12.0f}"
+        f"  ({int(result['edge_processes'])} processes: the supervisor and the edges; "
+        f"CPU s each {result['edge_split']})"
+    )
     for name in ("edge", "database", "client"):
         print(f"{name + ' CPU per batch, ms':<34}{float(result[name + '_cpu']):>12.1f}")
     print(f"{'database CPU per raw COPY, ms':<34}{float(result['copy_cpu']):>12.1f}")

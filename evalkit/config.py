@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import platformdirs
@@ -37,6 +37,8 @@ class DatabaseSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
 class ServerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     host: str = "127.0.0.1"
     port: int = 8600
+    processes: Annotated[int, msgspec.Meta(ge=0)] = 0
+    """Edge processes serving the port (``evalkit server``); 0: one per CPU core, up to 4."""
     public_url: str | None = None
     """The URL users reach the server at; defaults to http://host:port."""
     cli_wheel_dir: str | None = None

@@ -7,13 +7,16 @@ import asyncio
 import contextlib
 import gc
 import logging
+import mmap
 import os
+import select
 import signal
 import socket
 import sys
 import threading
+import time
 import traceback
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -233,8 +236,12 @@ async def run(
     stop: asyncio.Event | None = None,
     announce: asyncio.Event | None = None,
     env: dict[str, str] | None = None,
+    listener: socket.socket | None = None,
+    balance: Balance | None = None,
 ) -> None:
-    """Serve until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None)."""
+    """Serve until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None). The edge
+    accepts on ``listener`` when given (a socket already listening, as each process of
+    :func:`serve_in_processes` has), else on a socket of its own at server.host:port."""
 
     stop = stop or _stop_on_signals()
     db = Database(db_url, min_size=settings.database.pool_min, max_size=settings.database.pool_max)
@@ -254,7 +261,9 @@ async def run(
             from evalkit.edge.app import create_app
 
             app = create_app(settings, db, manage_pool=False)
-            tasks.append(asyncio.create_task(_serve_http(app, settings, stop, announce)))
+            if balance is not None:
+                app = balance.wrap(app)
+            tasks.append(asyncio.create_task(_serve_http(app, settings, stop, announce, listener)))
         elif announce is not None:
             announce.set()
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -268,20 +277,30 @@ async def run(
 
 
 async def _serve_http(
-    app: object, settings: Settings, stop: asyncio.Event, announce: asyncio.Event | None
+    app: object,
+    settings: Settings,
+    stop: asyncio.Event,
+    announce: asyncio.Event | None,
+    listener: socket.socket | None,
 ) -> None:
     from hypercorn.asyncio import serve as hypercorn_serve
     from hypercorn.config import Config as HypercornConfig
 
     config = HypercornConfig()
-    config.bind = [f"{settings.server.host}:{settings.server.port}"]
+    if listener is None:
+        config.bind = [f"{settings.server.host}:{settings.server.port}"]
+    else:
+        # Hypercorn takes the socket over (and closes it when it stops).
+        config.bind = [f"fd://{os.dup(listener.fileno())}"]
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = 10
     config.keep_alive_timeout = 75
 
     async def shutdown_trigger() -> None:
-        if announce is not None:
+        if announce is not None and listener is not None:
+            announce.set()  # it listens already: connections wait in its queue
+        elif announce is not None:
             # Hypercorn may ask for the trigger before its socket listens: announce (and
             # let `evalkit try` or a test call the server) only once it accepts.
             await _until_listening(settings.server.host, settings.server.port, stop)
@@ -353,6 +372,237 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
+
+
+# --------------------------------------------------------------------------- processes
+
+MAX_AUTO_PROCESSES = 4
+"""The most edge processes ``server.processes: 0`` starts: each holds a pool of up to
+``database.pool_max`` connections, and PostgreSQL allows 100 by default."""
+
+CHILD_RESTART_SECONDS = 1.0
+"""How long the supervisor waits before it starts again an edge process that died."""
+
+STOP_SECONDS = 30.0
+"""How long the supervisor waits for its edge processes to stop before it kills them."""
+
+
+def edge_process_count(settings: Settings) -> int:
+    """How many processes serve the edge: ``server.processes``, or with 0 one per CPU core
+    this process may use, at most :data:`MAX_AUTO_PROCESSES` (one where there is no fork)."""
+    wanted = settings.server.processes
+    if not hasattr(os, "fork"):
+        if wanted > 1:
+            raise ConfigError(
+                f"server.processes is {wanted}, but this platform cannot fork: set it to 1 "
+                "and run more servers behind a load balancer instead"
+            )
+        return 1
+    if wanted:
+        return wanted
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cores or 1, MAX_AUTO_PROCESSES))
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's listening socket, made before the edge processes fork so that they all
+    accept from it: the kernel hands each connection to whichever process takes it first,
+    and one that is busy with a batch does not."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror}); stop what uses it or pass "
+            "--port (or set server.port)"
+        ) from None
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+class InFlight:
+    """The HTTP requests in flight in each edge process, counted in memory the processes
+    share (mapped before they fork): what :class:`Balance` compares."""
+
+    def __init__(self, processes: int) -> None:
+        self._memory = mmap.mmap(-1, 4 * processes)
+        self.counts = memoryview(self._memory).cast("i")
+
+    def process(self, index: int) -> Balance:
+        self.counts[index] = 0  # a process started again after one that died mid-request
+        return Balance(self.counts, index)
+
+
+class Balance:
+    """Keeps the edge processes' shares of the clients even.
+
+    The kernel hands a new connection to whichever process accepts it first, but a client's
+    connection then stays where it landed: eight exporters that connect at the same moment
+    can all land on one process while the others idle. So a process with two requests more
+    in flight than the least busy one answers with ``Connection: close``; the client
+    connects again, and the process that is idle (waiting to accept, not busy with a batch)
+    takes the new connection."""
+
+    def __init__(self, counts: memoryview, index: int) -> None:
+        self.counts = counts
+        self.index = index
+
+    def busier(self) -> bool:
+        return self.counts[self.index] > min(self.counts) + 1
+
+    def wrap(self, app: Any) -> Any:
+        counts, index = self.counts, self.index
+
+        async def balanced(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+
+            async def send_or_hand_over(message: dict[str, Any]) -> None:
+                if message["type"] == "http.response.start" and self.busier():
+                    headers = [*message.get("headers", ()), (b"connection", b"close")]
+                    message = {**message, "headers": headers}
+                await send(message)
+
+            counts[index] += 1
+            try:
+                await app(scope, receive, send_or_hand_over)
+            finally:
+                counts[index] -= 1
+
+        return balanced
+
+
+ChildMain = Callable[[int, Callable[[], None]], None]
+"""What an edge process runs: its index (0 is the first) and a call that says it is ready."""
+
+
+def serve_in_processes(count: int, child_main: ChildMain, announce: Callable[[], None]) -> int:
+    """Run ``child_main`` in ``count`` forked processes and watch them until SIGINT or
+    SIGTERM, which each of them gets too; the exit code.
+
+    ``announce`` is called once every process has said it is ready. A process that dies
+    after that is started again (its index kept, so the one that runs the job worker still
+    does); one that dies before it stops the others, as a failed start of a single process
+    would. The processes die with the supervisor, even when it is killed (Linux)."""
+    ready_r, ready_w = os.pipe()
+    supervisor = os.getpid()
+    children: dict[int, int] = {}
+    stopping = False
+
+    def spawn(index: int) -> None:
+        pid = os.fork()
+        if pid == 0:
+            os.close(ready_r)
+            _run_child(index, child_main, ready_w, supervisor)
+        children[pid] = index
+
+    def stop_all(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    for index in range(count):
+        spawn(index)
+    previous = {sig: signal.signal(sig, stop_all) for sig in (signal.SIGINT, signal.SIGTERM)}
+    code, ready, announced, stop_deadline = 0, 0, False, None
+    try:
+        while children:
+            if select.select([ready_r], [], [], 0.2)[0]:
+                ready += len(os.read(ready_r, 64))
+                if ready >= count and not announced and not stopping:
+                    announced = True
+                    announce()
+            if stopping and stop_deadline is None:
+                stop_deadline = time.monotonic() + STOP_SECONDS
+            if stop_deadline is not None and time.monotonic() > stop_deadline:
+                for pid in children:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            for pid, index in list(children.items()):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if not done:
+                    continue
+                del children[pid]
+                exit_code = os.waitstatus_to_exitcode(status)
+                if stopping:
+                    code = code or max(exit_code, 0)
+                elif not announced:
+                    log.error(
+                        "edge process %d of %d failed to start (exit %d)",
+                        index + 1,
+                        count,
+                        exit_code,
+                    )
+                    code = exit_code if exit_code > 0 else 1
+                    stop_all()
+                else:
+                    log.warning(
+                        "edge process %d of %d (pid %d) ended (%s); starting another",
+                        index + 1,
+                        count,
+                        pid,
+                        _exit_text(exit_code),
+                    )
+                    time.sleep(CHILD_RESTART_SECONDS)
+                    if not stopping:
+                        spawn(index)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        os.close(ready_r)
+        os.close(ready_w)
+    return code
+
+
+def _exit_text(exit_code: int) -> str:
+    if exit_code < 0:
+        return f"killed by {signal.Signals(-exit_code).name}"
+    return f"exit {exit_code}"
+
+
+def _run_child(index: int, child_main: ChildMain, ready_w: int, supervisor: int) -> None:
+    """An edge process's whole life: it never returns to the supervisor's code."""
+    code = 1
+    try:
+        _die_with(supervisor)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        child_main(index, lambda: os.write(ready_w, b"r") and None)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:
+        code = 0
+    except BaseException as exc:
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        sys.stderr.write(f"evalkit: error: edge process {index + 1}: {message}\n")
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with(supervisor: int) -> None:
+    """Have the kernel kill this process when the supervisor dies (Linux), so that a
+    supervisor killed outright leaves no edge process holding the port."""
+    if sys.platform == "linux":
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != supervisor:  # it died before the line above
+        os._exit(1)
 
 
 class ThreadedServer:

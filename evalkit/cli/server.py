@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,10 +12,12 @@ from cyclopts import App, Parameter
 
 from evalkit import __version__
 from evalkit.cli.app import JsonFlag
-from evalkit.cli.output import emit_json, note, say
+from evalkit.cli.output import CliError, emit_json, note, say
 from evalkit.config import Settings, load_settings, public_url
 
 if TYPE_CHECKING:
+    import socket
+
     # imported inside the commands: alembic and SQLAlchemy take a second and a half to load,
     # which every other CLI command (sync in CI, for one) would pay on each start
     from evalkit import serve
@@ -56,6 +59,13 @@ def server(
     data_dir: DataDirOpt = None,
     host: Annotated[str | None, Parameter(help="Address to listen on (server.host).")] = None,
     port: Annotated[int | None, Parameter(help="Port to listen on (server.port).")] = None,
+    processes: Annotated[
+        int | None,
+        Parameter(
+            help="Processes serving the HTTP port (server.processes). Default: one per CPU "
+            "core, at most 4; the job worker runs in the first.",
+        ),
+    ] = None,
     with_worker: Annotated[
         bool | None,
         Parameter(
@@ -79,33 +89,101 @@ def server(
         settings.server.host = host
     if port is not None:
         settings.server.port = port
+    if processes is not None:
+        if processes < 0:
+            raise CliError("--processes must be 0 (one per CPU core, at most 4) or more")
+        settings.server.processes = processes
+    count = serve.edge_process_count(settings)
     _logging()
     with serve.database_for(settings) as target:
         serve.prepare_schema(target)
         serve.ensure_encryption_key(settings, target)
-        serve.check_port_free(settings.server.host, settings.server.port)
         worker = target.embedded if with_worker is None else with_worker
-        serve.run_event_loop(_serve(settings, target, worker))
+        announce = _announcer(settings, target, worker, count)
+        if count > 1:
+            return _serve_in_processes(settings, target, worker, count, announce)
+        serve.check_port_free(settings.server.host, settings.server.port)
+        serve.run_event_loop(_serve(settings, target, worker, announce))
     return 0
 
 
-async def _serve(settings: Settings, target: serve.DatabaseTarget, with_worker: bool) -> None:
+def _announcer(
+    settings: Settings, target: serve.DatabaseTarget, with_worker: bool, count: int
+) -> Callable[[], None]:
+    def announce() -> None:
+        worker = " with a worker" if with_worker else ""
+        processes = f" in {count} processes" if count > 1 else ""
+        note(
+            f"evalkit {__version__} serving on {public_url(settings)}{worker}{processes} "
+            f"({_describe(target, settings)}); Ctrl-C stops it"
+        )
+
+    return announce
+
+
+def _serve_in_processes(
+    settings: Settings,
+    target: serve.DatabaseTarget,
+    with_worker: bool,
+    count: int,
+    announce: Callable[[], None],
+) -> int:
+    """The edge in ``count`` forked processes that accept from one listening socket; the
+    job worker, when there is one, in the first. The edge's modules are imported before the
+    fork, so that every process shares them and starts at once."""
+    from evalkit import serve
+    from evalkit.edge import app as _edge_app  # noqa: F401
+
+    listener = serve.listening_socket(settings.server.host, settings.server.port)
+    in_flight = serve.InFlight(count)
+
+    def child_main(index: int, ready: Callable[[], None]) -> None:
+        serve.run_event_loop(
+            _serve(
+                settings,
+                target,
+                with_worker and index == 0,
+                ready,
+                listener=listener,
+                balance=in_flight.process(index),
+            )
+        )
+
+    try:
+        return serve.serve_in_processes(count, child_main, announce)
+    finally:
+        listener.close()
+
+
+async def _serve(
+    settings: Settings,
+    target: serve.DatabaseTarget,
+    with_worker: bool,
+    announce: Callable[[], None],
+    *,
+    listener: socket.socket | None = None,
+    balance: serve.Balance | None = None,
+) -> None:
     from evalkit import serve
 
     ready = asyncio.Event()
 
-    async def announce() -> None:
+    async def when_ready() -> None:
         await ready.wait()
         serve.tune_gc_for_serving()
-        worker = " with a worker" if with_worker else ""
-        note(
-            f"evalkit {__version__} serving on {public_url(settings)}{worker} "
-            f"({_describe(target, settings)}); Ctrl-C stops it"
-        )
+        announce()
 
-    announcer = asyncio.create_task(announce())
+    announcer = asyncio.create_task(when_ready())
     try:
-        await serve.run(settings, target.url, edge=True, worker=with_worker, announce=ready)
+        await serve.run(
+            settings,
+            target.url,
+            edge=True,
+            worker=with_worker,
+            announce=ready,
+            listener=listener,
+            balance=balance,
+        )
     finally:
         announcer.cancel()
 
