@@ -120,6 +120,20 @@ async def ensure_admin(db: Database, env: dict[str, str]) -> str | None:
     return f"created admin user '{ADMIN_USERNAME}' from {ADMIN_PASSWORD_ENV}"
 
 
+async def ensure_admin_at(db_url: str) -> None:
+    """:func:`ensure_admin` on a connection of its own, logging what it did: run once by
+    the process that forks the edge processes, so that a first start without a password
+    is refused once, not by each of them."""
+    db = Database(db_url, min_size=1, max_size=1)
+    await db.open()
+    try:
+        message = await ensure_admin(db, dict(os.environ))
+        if message:
+            log.warning(message)
+    finally:
+        await db.close()
+
+
 def check_port_free(host: str, port: int) -> None:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -504,7 +518,7 @@ def serve_in_processes(count: int, child_main: ChildMain, announce: Callable[[],
     def stop_all(*_: object) -> None:
         nonlocal stopping
         stopping = True
-        for pid in children:
+        for pid in list(children):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
 
@@ -522,7 +536,7 @@ def serve_in_processes(count: int, child_main: ChildMain, announce: Callable[[],
             if stopping and stop_deadline is None:
                 stop_deadline = time.monotonic() + STOP_SECONDS
             if stop_deadline is not None and time.monotonic() > stop_deadline:
-                for pid in children:
+                for pid in list(children):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
             for pid, index in list(children.items()):

@@ -150,6 +150,7 @@ def _serve_in_processes(
         )
 
     try:
+        serve.run_event_loop(serve.ensure_admin_at(target.url))
         return serve.serve_in_processes(count, child_main, announce)
     finally:
         listener.close()
