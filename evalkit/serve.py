@@ -491,6 +491,8 @@ class Balance:
         return balanced
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
 ChildMain = Callable[[int, Callable[[], None]], None]
 """What an edge process runs: its index (0 is the first) and a call that says it is ready."""
 
@@ -509,11 +511,17 @@ def serve_in_processes(count: int, child_main: ChildMain, announce: Callable[[],
     stopping = False
 
     def spawn(index: int) -> None:
-        pid = os.fork()
-        if pid == 0:
-            os.close(ready_r)
-            _run_child(index, child_main, ready_w, supervisor)
-        children[pid] = index
+        # A stop signal held back over the fork: it reaches the supervisor once the child
+        # is in ``children``, and the child only once it has its own handlers.
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                os.close(ready_r)
+                _run_child(index, child_main, ready_w, supervisor)
+            children[pid] = index
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
     def stop_all(*_: object) -> None:
         nonlocal stopping
@@ -524,7 +532,7 @@ def serve_in_processes(count: int, child_main: ChildMain, announce: Callable[[],
 
     for index in range(count):
         spawn(index)
-    previous = {sig: signal.signal(sig, stop_all) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, stop_all) for sig in STOP_SIGNALS}
     code, ready, announced, stop_deadline = 0, 0, False, None
     try:
         while children:
@@ -536,6 +544,7 @@ def serve_in_processes(count: int, child_main: ChildMain, announce: Callable[[],
             if stopping and stop_deadline is None:
                 stop_deadline = time.monotonic() + STOP_SECONDS
             if stop_deadline is not None and time.monotonic() > stop_deadline:
+                code = code or 1  # a process that would not stop is no clean stop
                 for pid in list(children):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
@@ -588,6 +597,7 @@ def _run_child(index: int, child_main: ChildMain, ready_w: int, supervisor: int)
         _die_with(supervisor)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         child_main(index, lambda: os.write(ready_w, b"r") and None)
         code = 0
     except SystemExit as exc:

@@ -82,8 +82,6 @@ def server(
     (`evalkit db upgrade`). The first start needs EVALKIT_ADMIN_PASSWORD to create `admin`.
     Every setting can also come from an EVALKIT_* environment variable (docs/config.md).
     """
-    from evalkit import serve
-
     settings = _settings(config, data_dir)
     if host is not None:
         settings.server.host = host
@@ -93,6 +91,8 @@ def server(
         if processes < 0:
             raise CliError("--processes must be 0 (one per CPU core, at most 4) or more")
         settings.server.processes = processes
+    from evalkit import serve  # after the arguments and settings are checked: it takes a second
+
     count = serve.edge_process_count(settings)
     _logging()
     with serve.database_for(settings) as target:
