@@ -438,16 +438,23 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-class InFlight:
-    """The HTTP requests in flight in each edge process, counted in memory the processes
-    share (mapped before they fork): what :class:`Balance` compares."""
+ACTIVE_SECONDS = 0.25
+"""A client connection with a request in flight, or one that ended this recently, counts as
+one its process serves."""
+
+IN_FLIGHT = float("inf")
+
+
+class Clients:
+    """How many active client connections each edge process serves, counted in memory the
+    processes share (mapped before they fork): what :class:`Balance` compares."""
 
     def __init__(self, processes: int) -> None:
         self._memory = mmap.mmap(-1, 4 * processes)
         self.counts = memoryview(self._memory).cast("i")
 
     def process(self, index: int) -> Balance:
-        self.counts[index] = 0  # a process started again after one that died mid-request
+        self.counts[index] = 0  # a process started again after one that died
         return Balance(self.counts, index)
 
 
@@ -456,37 +463,61 @@ class Balance:
 
     The kernel hands a new connection to whichever process accepts it first, but a client's
     connection then stays where it landed: eight exporters that connect at the same moment
-    can all land on one process while the others idle. So a process with two requests more
-    in flight than the least busy one answers with ``Connection: close``; the client
-    connects again, and the process that is idle (waiting to accept, not busy with a batch)
-    takes the new connection."""
+    can all land on one process while the others idle. So a process that serves two active
+    connections more than the process serving the fewest answers with ``Connection:
+    close``; the client connects again, and a process that is idle (waiting to accept, not
+    busy with a batch) is the likelier to take the new connection. Connections, not
+    requests in flight, are compared: those come and go with every request, and a process
+    would hand clients over that were already evenly spread."""
 
     def __init__(self, counts: memoryview, index: int) -> None:
         self.counts = counts
         self.index = index
+        self.active: dict[Any, float] = {}
+        """Each client connection (its address and port) and when its last request ended
+        (``IN_FLIGHT`` while one is)."""
+        self._pruned = 0.0
 
-    def busier(self) -> bool:
-        return self.counts[self.index] > min(self.counts) + 1
+    def arrived(self, client: Any, now: float) -> None:
+        self.active[client] = IN_FLIGHT
+        if now - self._pruned > ACTIVE_SECONDS / 4:
+            self._pruned = now
+            quiet = [c for c, ended in self.active.items() if now - ended > ACTIVE_SECONDS]
+            for gone in quiet:
+                del self.active[gone]
+        self.counts[self.index] = len(self.active)
+
+    def ended(self, client: Any, now: float) -> None:
+        if client in self.active:  # not when it was handed over
+            self.active[client] = now
+
+    def hand_over(self, client: Any) -> bool:
+        """Whether this process serves too many clients; if so, it forgets ``client``,
+        which is about to be told to connect again."""
+        if self.counts[self.index] <= min(self.counts) + 1:
+            return False
+        del self.active[client]
+        self.counts[self.index] = len(self.active)
+        return True
 
     def wrap(self, app: Any) -> Any:
-        counts, index = self.counts, self.index
-
         async def balanced(scope: dict[str, Any], receive: Any, send: Any) -> None:
-            if scope["type"] != "http":
+            client = scope.get("client")
+            if scope["type"] != "http" or client is None:  # a Unix socket: nothing to spread
                 await app(scope, receive, send)
                 return
+            self.arrived(client, time.monotonic())
 
             async def send_or_hand_over(message: dict[str, Any]) -> None:
-                if message["type"] == "http.response.start" and self.busier():
+                if message["type"] == "http.response.start" and self.hand_over(client):
                     headers = [*message.get("headers", ()), (b"connection", b"close")]
                     message = {**message, "headers": headers}
                 await send(message)
 
-            counts[index] += 1
             try:
                 await app(scope, receive, send_or_hand_over)
             finally:
-                counts[index] -= 1
+                self.ended(client, time.monotonic())
 
         return balanced
 

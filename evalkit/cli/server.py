@@ -135,7 +135,7 @@ def _serve_in_processes(
     from evalkit.edge import app as _edge_app  # noqa: F401
 
     listener = serve.listening_socket(settings.server.host, settings.server.port)
-    in_flight = serve.InFlight(count)
+    clients = serve.Clients(count)
 
     def child_main(index: int, ready: Callable[[], None]) -> None:
         serve.run_event_loop(
@@ -145,7 +145,7 @@ def _serve_in_processes(
                 with_worker and index == 0,
                 ready,
                 listener=listener,
-                balance=in_flight.process(index),
+                balance=clients.process(index),
             )
         )
 
