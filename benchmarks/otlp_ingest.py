@@ -174,6 +174,16 @@ def make_batches(count: int, seed: int = 7) -> list[bytes]:
     return batches
 
 
+def pss_mb(pid: int) -> float:
+    """The process's proportional share of memory now: pages it shares with the others
+    (the edge processes share what the supervisor loaded before it forked them) count
+    divided among them, so the edge processes' figures add up to what they take."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -412,6 +422,7 @@ def run_once(
             "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
             "rss": max(rss_each),
             "rss_total": sum(rss_each),
+            "pss_total": sum(pss_mb(pid) for pid in edge_pids),
             "edge_processes": len(edge_pids),
             "edge_split": " / ".join(f"{cpu:.1f}" for cpu in edge_split),
             "edge_cpu": cpu["edge"],
@@ -457,6 +468,10 @@ def print_one(result: dict[str, float | str]) -> None:
         f"  ({int(result['edge_processes'])} processes: the supervisor and the edges; "
         f"CPU s each {result['edge_split']})"
     )
+    print(
+        f"{'edge processes, PSS MB in all':<34}{float(result['pss_total']):>12.0f}"
+        "  (after the run; shared pages counted once)"
+    )
     for name in ("edge", "database", "client"):
         print(f"{name + ' CPU per batch, ms':<34}{float(result[name + '_cpu']):>12.1f}")
     print(f"{'database CPU per raw COPY, ms':<34}{float(result['copy_cpu']):>12.1f}")
@@ -470,6 +485,7 @@ COLUMNS = (
     ("p50", "p50 ms", ".0f"),
     ("p99", "p99 ms", ".0f"),
     ("rss", "RSS MB", ".0f"),
+    ("pss_total", "PSS all", ".0f"),
     ("edge_cpu", "edge ms", ".1f"),
     ("database_cpu", "db ms", ".1f"),
     ("copy_cpu", "COPY ms", ".1f"),
