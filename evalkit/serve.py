@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import logging
 import mmap
@@ -561,9 +562,9 @@ def serve_in_processes(count: int, child_main: ChildMain, announce: Callable[[],
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
 
+    previous = {sig: signal.signal(sig, stop_all) for sig in STOP_SIGNALS}
     for index in range(count):
         spawn(index)
-    previous = {sig: signal.signal(sig, stop_all) for sig in STOP_SIGNALS}
     code, ready, announced, stop_deadline = 0, 0, False, None
     try:
         while children:
@@ -652,8 +653,6 @@ def _die_with(supervisor: int) -> None:
     """Have the kernel kill this process when the supervisor dies (Linux), so that a
     supervisor killed outright leaves no edge process holding the port."""
     if sys.platform == "linux":
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != supervisor:  # it died before the line above
