@@ -37,8 +37,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -192,7 +194,7 @@ def peak_rss_mb(pid: int) -> float:
 
 
 async def post_all(
-    url: str, token: str, batches: list[bytes], concurrency: int
+    client: httpx.AsyncClient, url: str, token: str, batches: list[bytes], concurrency: int
 ) -> tuple[float, list[float]]:
     queue: asyncio.Queue[bytes] = asyncio.Queue()
     for body in batches:
@@ -200,22 +202,38 @@ async def post_all(
     latencies: list[float] = []
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-protobuf"}
 
+    async def worker() -> None:
+        while not queue.empty():
+            body = queue.get_nowait()
+            began = time.perf_counter()
+            r = await client.post(url, content=body, headers=headers)
+            latencies.append(time.perf_counter() - began)
+            if r.status_code != 200 or r.content:
+                raise SystemExit(f"export answered {r.status_code}: {r.content[:300]!r}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter() - started, latencies
+
+
+async def warm_then_measure(
+    url: str,
+    token: str,
+    warmup: list[bytes],
+    measured: list[bytes],
+    concurrency: int,
+    before_measuring: Callable[[], None],
+) -> tuple[float, list[float]]:
+    """Post the warm-up batches, call ``before_measuring``, then post the measured ones on
+    the same connections: an exporter keeps its connection, so the measured batches hold
+    neither the connections' set-up nor the server's spreading of new clients over its
+    processes (both done in the warm-up)."""
     async with httpx.AsyncClient(
         timeout=60, limits=httpx.Limits(max_connections=concurrency)
     ) as client:
-
-        async def worker() -> None:
-            while not queue.empty():
-                body = queue.get_nowait()
-                began = time.perf_counter()
-                r = await client.post(url, content=body, headers=headers)
-                latencies.append(time.perf_counter() - began)
-                if r.status_code != 200 or r.content:
-                    raise SystemExit(f"export answered {r.status_code}: {r.content[:300]!r}")
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return time.perf_counter() - started, latencies
+        await post_all(client, url, token, warmup, concurrency)
+        before_measuring()
+        return await post_all(client, url, token, measured, concurrency)
 
 
 def cpu_by_pid(pids: list[int]) -> dict[int, float]:
@@ -392,15 +410,27 @@ def run_once(
 
         load_before = loadavg()
         traces = f"{url}/api/otel/v1/traces"
-        asyncio.run(post_all(traces, agent_token, batches[: args.warmup], args.concurrency))
-        before = count_spans(db_url, agent_id)
         edge_pids = [edge.pid, *children_of(edge.pid)]
-        edge_before = cpu_by_pid(edge_pids)
-        database_before = cpu_by_pid(postgres_pids(cluster.pgdata))
-        client_before = cpu_seconds([os.getpid()])
+        before: dict[str, Any] = {}
+
+        def take_before() -> None:
+            before["spans"] = count_spans(db_url, agent_id)
+            before["edge"] = cpu_by_pid(edge_pids)
+            before["database"] = cpu_by_pid(postgres_pids(cluster.pgdata))
+            before["client"] = cpu_seconds([os.getpid()])
+
         elapsed, latencies = asyncio.run(
-            post_all(traces, agent_token, batches[args.warmup :], args.concurrency)
+            warm_then_measure(
+                traces,
+                agent_token,
+                batches[: args.warmup],
+                batches[args.warmup :],
+                args.concurrency,
+                take_before,
+            )
         )
+        edge_before, database_before = before["edge"], before["database"]
+        client_before = before["client"]
         edge_split = [cpu - edge_before[pid] for pid, cpu in cpu_by_pid(edge_pids).items()]
         spent = {
             "edge": sum(edge_split),
@@ -408,7 +438,7 @@ def run_once(
             "client": cpu_seconds([os.getpid()]) - client_before,
         }
         cpu = {name: seconds / args.batches * 1000 for name, seconds in spent.items()}
-        persisted = count_spans(db_url, agent_id) - before
+        persisted = count_spans(db_url, agent_id) - before["spans"]
         expected = args.batches * BATCH
         if persisted != expected:
             raise SystemExit(f"expected {expected} spans in the database, found {persisted}")
@@ -522,7 +552,12 @@ def print_rounds(runs: list[tuple[str, dict[str, float | str]]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=300)
-    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=40,
+        help="batches posted before the measured ones, on the same connections",
+    )
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument(
         "--against",
