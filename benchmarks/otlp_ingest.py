@@ -263,19 +263,12 @@ def cpu_seconds(pids: list[int]) -> float:
 def postgres_pids(pgdata: Path) -> list[int]:
     """The postmaster and every process it started (backends, WAL writer, checkpointer)."""
     postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
-    pids = [postmaster]
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == postmaster:
-            pids.append(int(stat.parent.name))
-    return pids
+    return [postmaster, *children_of(postmaster)]
 
 
 def children_of(pid: int) -> list[int]:
-    """The processes ``pid`` started (the edge processes of `evalkit server`)."""
+    """The processes ``pid`` started (the edge processes of `evalkit server`, the
+    database's backends)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
