@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -75,6 +76,24 @@ def _retire(raw: psycopg.AsyncConnection[Any]) -> None:
     and closing it here would log it as broken. tests/integration/test_db_buffers.py fails
     if a psycopg_pool upgrade stops honouring it."""
     raw._expire_at = 0.0
+
+
+IDLE_CHECK_SECONDS = 2.0
+"""A pooled connection unused this long is tested (an empty query) before it is handed out:
+the database may have restarted meanwhile. One in steady use is not."""
+_last_used: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _check_if_idle(raw: psycopg.AsyncConnection[Any]) -> None:
+    """The pool's check on checkout: a connection that raises is dropped and another taken.
+    Without it, a connection that died while idle (a database restart) fails the request
+    that draws it, in every edge process, before the pool is tested (``_check_idle``)."""
+    last = _last_used.get(raw)
+    if last is not None and time.monotonic() - last < IDLE_CHECK_SECONDS:
+        return
+    await AsyncConnectionPool.check_connection(raw)
 
 
 def _large(value: object) -> bool:
@@ -245,6 +264,7 @@ class Database:
             kwargs={"row_factory": dict_row, "autocommit": True},
             open=False,
             name="evalkit",
+            check=_check_if_idle,
         )
         self._checking: asyncio.Task[None] | None = None
 
@@ -292,6 +312,7 @@ class Database:
             async with self.pool.connection(timeout=10.0) as raw:
                 try:
                     yield raw
+                    _last_used[raw] = time.monotonic()
                     if raw in _oversized:
                         _retire(raw)
                 except psycopg.OperationalError as exc:

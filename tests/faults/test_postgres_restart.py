@@ -31,6 +31,7 @@ import httpx
 import psycopg
 import pytest
 
+from evalkit import db as evalkit_db
 from evalkit.auth.secrets import generate_key
 from evalkit.config import Settings
 from evalkit.db import Database
@@ -419,6 +420,42 @@ async def test_dead_pool_connections_cost_one_failed_request(database_url):
                 outcomes.append("failed")
             await asyncio.sleep(0.05)
         assert outcomes == ["failed"] + ["ok"] * 5, outcomes
+    finally:
+        await db.close()
+
+
+async def test_a_connection_that_died_while_idle_fails_no_request(database_url, monkeypatch):
+    """A pooled connection unused for IDLE_CHECK_SECONDS is tested before it is handed out,
+    so the connections that died while the edge was idle (PostgreSQL restarted in between)
+    fail no request at all. That matters with several edge processes: each has its own
+    pool, and the first request to reach each would otherwise fail (the restart fault
+    test's request after the restart did, on the process its probe had not reached)."""
+    monkeypatch.setattr(evalkit_db, "IDLE_CHECK_SECONDS", 0.0)  # every connection is idle
+    db = Database(database_url, min_size=4, max_size=4)
+    await db.open()
+    try:
+
+        async def use() -> None:
+            async with db.connection() as conn:
+                await conn.one("schema_revision_get")
+                await asyncio.sleep(0.1)
+
+        await asyncio.gather(*[use() for _ in range(4)])
+        with psycopg.connect(database_url, autocommit=True) as side:
+            ended = side.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+        assert ended == (4,)
+        outcomes = []
+        for _ in range(6):
+            try:
+                async with db.connection() as conn:
+                    await conn.one("schema_revision_get")
+                outcomes.append("ok")
+            except DatabaseError:
+                outcomes.append("failed")
+        assert outcomes == ["ok"] * 6, outcomes
     finally:
         await db.close()
 
