@@ -20,13 +20,11 @@ from typing import TypeVar
 import httpx
 import psutil
 import psycopg
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from evalkit.otel.mapping import load_starter
 from tests.conftest import free_port
+from tests.faults.spans import make_batches
+from tests.integration.otel_helpers import protobuf_body
 from tests.integration.test_server_process import (
     EVALKIT,
     env,
@@ -45,8 +43,8 @@ CLIENTS = 8
 BATCHES_PER_CLIENT = 30
 """Enough for the processes' CPU times (counted in 10 ms ticks) to tell 4 clients each from
 5 and 3."""
-SPANS_PER_TRACE = 4  # an AGENT root, then LLM, TOOL, LLM children
-TRACES_PER_BATCH = 50  # 200 spans a batch
+SPANS_PER_TRACE = 3  # tests.faults.spans.make_batches: an AGENT root, an LLM and a TOOL child
+SPANS_PER_BATCH = 201
 
 
 def wait_for(what: str, condition: Callable[[], T], timeout: float = 30) -> T:
@@ -139,66 +137,12 @@ def cpu_seconds(process: psutil.Process) -> float:
 # --------------------------------------------------------------------------- OTLP batches
 
 
-def kv(key: str, value: str | int) -> KeyValue:
-    if isinstance(value, int):
-        return KeyValue(key=key, value=AnyValue(int_value=value))
-    return KeyValue(key=key, value=AnyValue(string_value=value))
-
-
-def make_batches(count: int, seed: int = 11) -> list[bytes]:
-    """OTLP protobuf requests of OpenInference agent turns, every span id distinct."""
-    rng = random.Random(seed)
-    resource = Resource(attributes=[kv("service.name", "finance-agent")])
-    scope = InstrumentationScope(name="openinference.instrumentation.openai", version="0.1")
-    now = time.time_ns()
-    batches = []
-    for b in range(count):
-        spans = []
-        for t in range(TRACES_PER_BATCH):
-            trace_id, root_id = rng.randbytes(16), rng.randbytes(8)
-            session = [kv("session.id", f"session-{b}-{t}")]
-            spans.append(
-                Span(
-                    trace_id=trace_id,
-                    span_id=root_id,
-                    name="agent.run",
-                    start_time_unix_nano=now,
-                    end_time_unix_nano=now + 4_000_000_000,
-                    attributes=[
-                        *session,
-                        kv("openinference.span.kind", "AGENT"),
-                        kv("input.value", f"What was the operating margin in Q{t % 4 + 1}?"),
-                        kv("output.value", "18.4%, up from 16.9%"),
-                    ],
-                )
-            )
-            for step in range(SPANS_PER_TRACE - 1):
-                begin = now + (step + 1) * 1_000_000_000
-                kind = "TOOL" if step % 2 else "LLM"
-                spans.append(
-                    Span(
-                        trace_id=trace_id,
-                        span_id=rng.randbytes(8),
-                        parent_span_id=root_id,
-                        name="read_statement" if kind == "TOOL" else "ChatCompletion",
-                        start_time_unix_nano=begin,
-                        end_time_unix_nano=begin + 800_000_000,
-                        attributes=[
-                            *session,
-                            kv("openinference.span.kind", kind),
-                            kv("llm.model_name", "gpt-4o-mini"),
-                            kv("llm.token_count.prompt", rng.randint(200, 4000)),
-                            kv("input.value", '{"file": "q3.pdf", "pages": [3, 4]}'),
-                        ],
-                    )
-                )
-        request = ExportTraceServiceRequest(
-            resource_spans=[
-                ResourceSpans(resource=resource, scope_spans=[ScopeSpans(scope=scope, spans=spans)])
-            ]
-        )
-        batches.append(request.SerializeToString())
-    return batches
+def otlp_bodies(count: int, seed: int = 11) -> list[bytes]:
+    """``count`` OTLP protobuf requests of ``SPANS_PER_BATCH`` OpenInference spans each, made
+    by the OpenTelemetry SDK and encoded as its exporter encodes them."""
+    traces = count * SPANS_PER_BATCH // SPANS_PER_TRACE
+    batches = make_batches(random.Random(seed), traces, SPANS_PER_BATCH)
+    return [protobuf_body(batch) for batch in batches]
 
 
 def agent_token(url: str) -> str:
@@ -244,7 +188,7 @@ def post_from_clients(url: str, token: str, batches: list[bytes]) -> None:
 
 def test_two_processes_share_the_clients(new_database, tmp_path):
     db_url = new_database()
-    batches = make_batches(CLIENTS * BATCHES_PER_CLIENT)
+    batches = otlp_bodies(CLIENTS * BATCHES_PER_CLIENT)
     server = Server(tmp_path, ["--processes", "2", "--no-worker"], external_env(db_url, tmp_path))
     try:
         server.wait_ready()
@@ -267,7 +211,7 @@ def test_two_processes_share_the_clients(new_database, tmp_path):
     assert min(grew) > 0.44 * sum(grew), f"CPU seconds of each edge process in the load: {grew}"
     with psycopg.connect(db_url) as conn:
         [(stored,)] = conn.execute("SELECT count(*) FROM spans").fetchall()
-    assert stored == len(batches) * TRACES_PER_BATCH * SPANS_PER_TRACE
+    assert stored == len(batches) * SPANS_PER_BATCH
 
 
 def test_a_killed_edge_process_is_replaced(new_database, tmp_path):
