@@ -390,10 +390,9 @@ def test_postgres_restarted_under_load(tmp_path: Path, cli):
 # --------------------------------------------------------------------------- regressions
 
 
-async def test_dead_pool_connections_cost_one_failed_request(database_url):
-    """Every idle connection of the pool dies at once (as when PostgreSQL restarts): the
-    first statement on one fails, and the pool then replaces the others before they are
-    handed out, instead of failing one request for each of them."""
+async def outcomes_after_idle_connections_die(database_url: str) -> list[str]:
+    """Four pooled connections used, then idle; every one of them ended by the database (as
+    when PostgreSQL restarts); then six requests one after another: each one's outcome."""
     db = Database(database_url, min_size=4, max_size=4)
     await db.open()
     try:
@@ -419,9 +418,17 @@ async def test_dead_pool_connections_cost_one_failed_request(database_url):
             except DatabaseError:
                 outcomes.append("failed")
             await asyncio.sleep(0.05)
-        assert outcomes == ["failed"] + ["ok"] * 5, outcomes
+        return outcomes
     finally:
         await db.close()
+
+
+async def test_dead_pool_connections_cost_one_failed_request(database_url):
+    """Every idle connection of the pool dies at once, just after its last use (as when
+    PostgreSQL restarts): the first statement on one fails, and the pool then replaces the
+    others before they are handed out, instead of failing one request for each of them."""
+    outcomes = await outcomes_after_idle_connections_die(database_url)
+    assert outcomes == ["failed"] + ["ok"] * 5, outcomes
 
 
 async def test_a_connection_that_died_while_idle_fails_no_request(database_url, monkeypatch):
@@ -431,33 +438,8 @@ async def test_a_connection_that_died_while_idle_fails_no_request(database_url, 
     pool, and the first request to reach each would otherwise fail (the restart fault
     test's request after the restart did, on the process its probe had not reached)."""
     monkeypatch.setattr(evalkit_db, "IDLE_CHECK_SECONDS", 0.0)  # every connection is idle
-    db = Database(database_url, min_size=4, max_size=4)
-    await db.open()
-    try:
-
-        async def use() -> None:
-            async with db.connection() as conn:
-                await conn.one("schema_revision_get")
-                await asyncio.sleep(0.1)
-
-        await asyncio.gather(*[use() for _ in range(4)])
-        with psycopg.connect(database_url, autocommit=True) as side:
-            ended = side.execute(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            ).fetchone()
-        assert ended == (4,)
-        outcomes = []
-        for _ in range(6):
-            try:
-                async with db.connection() as conn:
-                    await conn.one("schema_revision_get")
-                outcomes.append("ok")
-            except DatabaseError:
-                outcomes.append("failed")
-        assert outcomes == ["ok"] * 6, outcomes
-    finally:
-        await db.close()
+    outcomes = await outcomes_after_idle_connections_die(database_url)
+    assert outcomes == ["ok"] * 6, outcomes
 
 
 async def test_begin_on_a_dead_connection_is_a_database_error(database_url):
