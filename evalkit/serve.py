@@ -136,15 +136,22 @@ async def ensure_admin_at(db_url: str) -> None:
 
 
 def check_port_free(host: str, port: int) -> None:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot listen on {host}:{port} ({exc.strerror}); stop what uses it or pass "
-                "--port (or set server.port)"
-            ) from None
+    _bound_socket(host, port).close()
+
+
+def _bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port, or a ConfigError saying the port is taken."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror}); stop what uses it or pass "
+            "--port (or set server.port)"
+        ) from None
+    return sock
 
 
 WORKER_RESTART_SECONDS = (0.5, 10.0)
@@ -423,17 +430,8 @@ def listening_socket(host: str, port: int) -> socket.socket:
     """The server's listening socket, made before the edge processes fork so that they all
     accept from it: the kernel hands each connection to whichever process takes it first,
     and one that is busy with a batch does not."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock = _bound_socket(host, port)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(
-            f"cannot listen on {host}:{port} ({exc.strerror}); stop what uses it or pass "
-            "--port (or set server.port)"
-        ) from None
     sock.listen(1024)
     sock.setblocking(False)
     return sock
@@ -630,7 +628,11 @@ def _run_child(index: int, child_main: ChildMain, ready_w: int, supervisor: int)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        child_main(index, lambda: os.write(ready_w, b"r") and None)
+
+        def say_ready() -> None:
+            os.write(ready_w, b"r")
+
+        child_main(index, say_ready)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
