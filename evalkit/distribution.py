@@ -13,6 +13,7 @@ once with ``uv build``.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -86,6 +87,8 @@ def _build(root: Path, target: Path) -> None:
             check=True,
             capture_output=True,
             timeout=300,
+            # a wheel for any platform: the CLI has no use for the collector's C pass
+            env={**os.environ, "EVALKIT_PURE_WHEEL": "1"},
         )
         built = Path(out) / wheel_name()
         built.replace(target)  # atomic: a reader sees no half-written wheel

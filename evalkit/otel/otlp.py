@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import msgspec
@@ -30,7 +31,16 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
 from evalkit.otel.model import Span, SpanEvent
 
+native: ModuleType | None
+"""The per-span work compiled (evalkit/otel/_native.c), or None: evalkit was built without
+a C compiler, and the same work runs in Python."""
+try:
+    from evalkit.otel import _native as native
+except ImportError:
+    native = None
+
 INT64_MAX = 2**63 - 1
+INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
 ZERO_TRACE = bytes(16)
 ZERO_SPAN = bytes(8)
 SPAN_OVERHEAD = 64
@@ -43,7 +53,8 @@ class NotTraces(ValueError):
 
 @dataclass(slots=True)
 class Incoming:
-    """One decoded span: the columns read out, and its stored protobuf bytes."""
+    """One decoded span: the columns read out, and its stored protobuf bytes (the fields in
+    the order :func:`evalkit.otel._native.scan` reads them out, then its group's)."""
 
     trace_id: bytes
     span_id: bytes
@@ -56,15 +67,13 @@ class Incoming:
     status_message: str | None
     body: bytes
     """The span's protobuf encoding (``opentelemetry.proto.trace.v1.Span``), as received."""
-    resource_body: bytes
-    """Its resource's protobuf encoding, shared by the spans of one ResourceSpans."""
-    scope: str | None
-    message: Any
-    """The decoded Span message (for the attributes of the few spans whose session is read)."""
-    resource: dict[str, Any]
     size: int
     """What the span counts against ``otel.max_session_bytes``: its encoding, its name and
     ``SPAN_OVERHEAD``."""
+    resource_body: bytes
+    """Its resource's protobuf encoding, shared by the spans of one ResourceSpans."""
+    scope: str | None
+    resource: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -74,10 +83,13 @@ class Decoded:
     """Spans refused for a trace id that is not 16 bytes, a span id not 8, or all zeros."""
     bad_times: int = 0
     """Spans refused for a start or end time past what a signed 64-bit integer holds."""
+    bad_codes: int = 0
+    """Spans refused for a kind or status code past what the 16-bit columns hold (OTLP's
+    own values are 0 to 5 and 0 to 2)."""
 
     @property
     def refused(self) -> int:
-        return self.bad_ids + self.bad_times
+        return self.bad_ids + self.bad_times + self.bad_codes
 
 
 # --------------------------------------------------------------------------- values
@@ -131,7 +143,9 @@ def decode_protobuf(body: bytes) -> Decoded:
         raise NotTraces(
             f"the body is not a protobuf OTLP trace export (ExportTraceServiceRequest): {exc}"
         ) from None
-    decoded = spans_of(request, received_encodings(body, request))
+    decoded = _native_spans(native, body, request) if native is not None else None
+    if decoded is None:
+        decoded = spans_of(request, received_encodings(body, request))
     if decoded.bad_ids and not decoded.spans:
         _refuse_other_signals(body)
     return decoded
@@ -329,14 +343,18 @@ def spans_of(request: ExportTraceServiceRequest, encodings: list[bytes] | None =
                 if start > INT64_MAX or end > INT64_MAX:
                     decoded.bad_times += 1
                     continue
-                name = sp.name
-                if "\x00" in name:
-                    name = _text(name)
                 code, message = 0, None
                 if sp.HasField("status"):
                     status = sp.status
                     code = status.code
                     message = _text(status.message) if status.message else None
+                kind = sp.kind
+                if not (INT16_MIN <= kind <= INT16_MAX and INT16_MIN <= code <= INT16_MAX):
+                    decoded.bad_codes += 1
+                    continue
+                name = sp.name
+                if "\x00" in name:
+                    name = _text(name)
                 body = encoding if encoding is not None else sp.SerializeToString()
                 append(
                     Incoming(
@@ -344,20 +362,59 @@ def spans_of(request: ExportTraceServiceRequest, encodings: list[bytes] | None =
                         span_id,
                         parent if parent and parent != ZERO_SPAN else None,
                         name,
-                        sp.kind,
+                        kind,
                         start,
                         end,
                         code,
                         message,
                         body,
+                        len(body) + len(name) + SPAN_OVERHEAD,
                         resource_body,
                         scope,
-                        sp,
                         resource,
-                        len(body) + len(name) + SPAN_OVERHEAD,
                     )
                 )
     return decoded
+
+
+def _native_spans(
+    native: ModuleType, body: bytes, request: ExportTraceServiceRequest
+) -> Decoded | None:
+    """What :func:`spans_of` returns, the per-span work done in C (:mod:`evalkit.otel._native`
+    reads the columns out of the bytes protobuf has parsed); None when the C pass does not
+    follow the body's layout, or finds other spans than protobuf did."""
+    scanned = native.scan(body)
+    if scanned is None:
+        return None
+    items, counts = scanned
+    decoded = Decoded()
+    out = decoded.spans
+    groups = iter(counts)
+    position = 0
+    for rs in request.resource_spans:
+        resource_body = rs.resource.SerializeToString()
+        resource = attributes(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            count = next(groups, None)
+            if count != len(ss.spans):
+                return None
+            scope = _text(ss.scope.name) if ss.scope.name else None
+            for item in items[position : position + count]:
+                if item.__class__ is tuple:
+                    out.append(Incoming(*item, resource_body, scope, resource))
+                elif item == _BAD_ID:
+                    decoded.bad_ids += 1
+                elif item == _BAD_TIME:
+                    decoded.bad_times += 1
+                else:
+                    decoded.bad_codes += 1
+            position += count
+    return decoded if next(groups, None) is None else None
+
+
+_BAD_ID, _BAD_TIME = 1, 2
+"""What :func:`evalkit.otel._native.scan` gives for a span with a bad id, a bad time (and 3:
+a kind or status code past 16 bits)."""
 
 
 def span_from_row(row: dict[str, Any], resources: dict[bytes, dict[str, Any]]) -> Span:

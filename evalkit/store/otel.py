@@ -30,13 +30,14 @@ from typing import Any
 
 import msgspec
 import psycopg
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from psycopg.types.string import BytesBinaryDumper
 
 from evalkit.db import Conn
 from evalkit.errors import Conflict, DatabaseError
 from evalkit.model import otel as wire
 from evalkit.otel.model import Span, orphan_session_id, session_attribute_names, session_text
-from evalkit.otel.otlp import Incoming, any_value, span_from_row
+from evalkit.otel.otlp import Incoming, any_value, native, span_from_row
 from evalkit.sql import queries
 from evalkit.store.agents import active_mapping
 
@@ -118,7 +119,7 @@ def session_of_span(span: Incoming, names: list[str]) -> str | None:
     span's attributes, then its resource's (as :func:`evalkit.otel.model.session_id_of`,
     reading only the attributes named)."""
     wanted = {}
-    for kv in span.message.attributes:
+    for kv in ProtoSpan.FromString(span.body).attributes:
         if kv.key in names:
             wanted[kv.key] = any_value(kv.value)
     for name in names:
@@ -410,41 +411,56 @@ async def _copy_spans(
     conn: Conn, agent_id: int, spans: list[Incoming], received_at: datetime
 ) -> None:
     try:
-        async with conn.raw.cursor() as cur:
-            # psycopg's dumper for the bytea oid is the DB-API Binary wrapper's, written in
-            # Python; the plain bytes dumper (in C) is several times faster on five columns.
-            cur.adapters.register_dumper(bytes, BytesBinaryDumper)
-            async with cur.copy(queries["span_copy"]) as copy:
-                copy.set_types(_COPY_TYPES)
-                # The rows are formatted in C and sent a buffer at a time: awaiting
-                # Copy.write_row for each of 512 rows cost more than formatting them.
-                format_row, send = copy.formatter.write_row, copy.writer.write
-                for s in spans:
-                    data = format_row(
-                        (
-                            received_at,
-                            agent_id,
-                            s.trace_id,
-                            s.span_id,
-                            s.parent_span_id,
-                            s.name,
-                            s.kind,
-                            s.start_ns,
-                            s.end_ns,
-                            s.status_code,
-                            s.status_message,
-                            s.scope,
-                            s.body,
-                            s.resource_body,
-                            s.size,
-                        )
-                    )
-                    if data:
-                        await send(data)
+        async with conn.raw.cursor() as cur, cur.copy(queries["span_copy"]) as copy:
+            if native is not None:
+                micros = (received_at - _POSTGRES_EPOCH) // timedelta(microseconds=1)
+                await copy.write(native.copy_rows(spans, micros, agent_id))
+            else:
+                await _write_rows(cur, copy, agent_id, spans, received_at)
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"the database did not answer ({exc}); is it running?") from exc
     except psycopg.Error as exc:
         raise DatabaseError(f"span_copy failed: {exc}") from exc
+
+
+_POSTGRES_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+"""Where a binary ``timestamptz`` counts its microseconds from."""
+
+
+async def _write_rows(
+    cur: Any, copy: Any, agent_id: int, spans: list[Incoming], received_at: datetime
+) -> None:
+    """The rows :func:`evalkit.otel._native.copy_rows` makes, made by psycopg (when evalkit
+    was built without a C compiler)."""
+    # psycopg's dumper for the bytea oid is the DB-API Binary wrapper's, written in
+    # Python; the plain bytes dumper (in C) is several times faster on five columns.
+    cur.adapters.register_dumper(bytes, BytesBinaryDumper)
+    copy.set_types(_COPY_TYPES)
+    # The rows are formatted in C and sent a buffer at a time: awaiting
+    # Copy.write_row for each of 512 rows cost more than formatting them.
+    format_row, send = copy.formatter.write_row, copy.writer.write
+    for s in spans:
+        data = format_row(
+            (
+                received_at,
+                agent_id,
+                s.trace_id,
+                s.span_id,
+                s.parent_span_id,
+                s.name,
+                s.kind,
+                s.start_ns,
+                s.end_ns,
+                s.status_code,
+                s.status_message,
+                s.scope,
+                s.body,
+                s.resource_body,
+                s.size,
+            )
+        )
+        if data:
+            await send(data)
 
 
 # --------------------------------------------------------------------------- orphans

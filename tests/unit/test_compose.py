@@ -9,6 +9,7 @@ the entry point. The entry point script itself runs here under sh, so the seed's
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ import yaml
 
 from evalkit import __version__
 from evalkit.config import load_settings
+from evalkit.distribution import wheel_name
 
 ROOT = Path(__file__).parents[2]
 COMPOSE = ROOT / "compose"
@@ -188,7 +190,7 @@ def test_dockerfile_builds_the_wheel_with_uv_then_installs_only_the_wheel():
     stages = dockerfile_stages()
     assert list(stages) == ["build", "runtime"]
     build = " ".join(f"{k} {a}" for k, a in stages["build"])
-    assert "uv build --wheel --out-dir /dist" in build
+    assert "EVALKIT_PURE_WHEEL=1 uv build --wheel --out-dir /dist" in build
     assert "uv export --quiet --frozen --no-dev --no-emit-project" in build
 
     runtime = stages["runtime"]
@@ -224,17 +226,46 @@ def test_dockerfile_runs_as_a_non_root_user_with_a_healthcheck():
 
 def test_build_context_is_limited_to_what_the_image_needs():
     ignore = (COMPOSE / "Dockerfile.dockerignore").read_text().split()
-    assert ignore[ignore.index("*") :][:7] == [
+    assert ignore[ignore.index("*") :][:8] == [
         "*",
         "!pyproject.toml",
         "!uv.lock",
         "!README.md",
+        "!hatch_build.py",
         "!evalkit",
         "!docs",
         "!compose/entrypoint.sh",
     ]
-    for needed in ("pyproject.toml", "uv.lock", "README.md", "evalkit", "docs", ENTRYPOINT):
+    for needed in BUILD_CONTEXT:
         assert (ROOT / needed).exists(), needed
+
+
+BUILD_CONTEXT = ("pyproject.toml", "uv.lock", "README.md", "hatch_build.py", "evalkit", "docs")
+"""What the image's build stage copies in (entrypoint.sh goes to the runtime stage)."""
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv builds the wheel")
+def test_the_build_stage_makes_the_pure_wheel_the_server_hands_out(tmp_path):
+    """The build stage's wheel, built here from only what the stage copies in: a wheel for
+    any platform (the server serves it as the CLI), for whatever compiler the stage has."""
+    stages = dockerfile_stages()
+    copies = " ".join(a for k, a in stages["build"] if k == "COPY" and "--from" not in a)
+    for name in BUILD_CONTEXT:
+        assert name in copies, f"the build stage does not copy {name}"
+        source, target = ROOT / name, tmp_path / "src" / name
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, target)
+    env = {**os.environ, "EVALKIT_PURE_WHEEL": "1"}
+    subprocess.run(
+        ["uv", "build", "--wheel", "--out-dir", str(tmp_path / "dist"), str(tmp_path / "src")],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    assert [p.name for p in (tmp_path / "dist").glob("*.whl")] == [wheel_name()]
 
 
 def test_deploy_doc_yaml_parses_and_the_collector_recipe_reaches_the_collector():

@@ -338,6 +338,11 @@ def _partial_message(decoded: Decoded, result: store.IngestResult, cap: int) -> 
         )
     if decoded.bad_times:
         parts.append(f"{decoded.bad_times} span(s) have a start or end time out of range")
+    if decoded.bad_codes:
+        parts.append(
+            f"{decoded.bad_codes} span(s) have a kind or status code out of range (OTLP's "
+            "kinds are 0 to 5, its status codes 0 to 2)"
+        )
     if result.refused:
         sessions = ", ".join(result.refused_sessions[:5])
         parts.append(

@@ -1,0 +1,462 @@
+/* The OTLP collector's per-span work in one pass over bytes: evalkit.otel._native.
+
+   scan(body)  walks an ExportTraceServiceRequest that protobuf (upb) has already parsed
+               without error, and reads out each span's stored columns and its bytes as
+               received. It returns (items, counts): one item per span in wire order (a
+               tuple of the columns, or 1 for a bad id, 2 for a time past int64, 3 for a
+               kind or status code past int16), and the
+               span count of each ScopeSpans in order, for the caller to check against
+               protobuf's own parse. It returns None for a layout it does not follow (a
+               singular field given twice, a known field of another wire type, a group):
+               the caller then takes the Python path, which reads protobuf's parse.
+   copy_rows(spans, received_at_us, agent_id)
+               the binary COPY data (header, rows, trailer) of `spans` (Incoming objects)
+               for the `span_copy` statement.
+
+   The Python path (evalkit/otel/otlp.py, evalkit/store/otel.py) is the reference: the
+   tests compare both on generated and mutated bodies. Every read is bounds-checked, as
+   the bytes come from the network. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SPAN_OVERHEAD 64
+#define BAD_ID 1
+#define BAD_TIME 2
+#define BAD_CODE 3
+
+enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
+
+typedef struct {
+    const uint8_t *p;
+    const uint8_t *end;
+} Reader;
+
+/* -1: the layout is one this pass does not follow (the caller falls back). */
+static int read_varint(Reader *r, uint64_t *out) {
+    uint64_t value = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (r->p >= r->end) return -1;
+        uint8_t b = *r->p++;
+        value |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) {
+            *out = value;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The next field: its number, wire type and, for LEN, its bytes; others are skipped. */
+typedef struct {
+    uint32_t number;
+    int wire;
+    uint64_t varint;
+    const uint8_t *data;
+    size_t len;
+} Field;
+
+static int next_field(Reader *r, Field *f) {
+    uint64_t tag;
+    if (read_varint(r, &tag) < 0) return -1;
+    if ((tag >> 3) == 0 || (tag >> 3) > 0x1FFFFFFF) return -1;
+    f->number = (uint32_t)(tag >> 3);
+    f->wire = (int)(tag & 7);
+    f->data = NULL;
+    f->len = 0;
+    switch (f->wire) {
+    case WIRE_VARINT:
+        return read_varint(r, &f->varint);
+    case WIRE_I64:
+        if (r->end - r->p < 8) return -1;
+        memcpy(&f->varint, r->p, 8); /* little-endian on the wire, as on x86 and arm */
+        r->p += 8;
+        return 0;
+    case WIRE_I32: {
+        uint32_t v;
+        if (r->end - r->p < 4) return -1;
+        memcpy(&v, r->p, 4);
+        f->varint = v;
+        r->p += 4;
+        return 0;
+    }
+    case WIRE_LEN: {
+        uint64_t len;
+        if (read_varint(r, &len) < 0) return -1;
+        if (len > (uint64_t)(r->end - r->p)) return -1;
+        f->data = r->p;
+        f->len = (size_t)len;
+        r->p += len;
+        return 0;
+    }
+    default: /* groups (3, 4) and the undefined 6, 7 */
+        return -1;
+    }
+}
+
+static int all_zero(const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
+/* Text as PostgreSQL stores it: NUL (which it cannot hold) becomes U+FFFD. */
+static PyObject *text(const uint8_t *p, size_t n) {
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)n, "strict");
+    if (s == NULL || memchr(p, 0, n) == NULL) return s;
+    PyObject *nul = PyUnicode_FromOrdinal(0), *repl = PyUnicode_FromOrdinal(0xFFFD);
+    PyObject *out = (nul && repl) ? PyUnicode_Replace(s, nul, repl, -1) : NULL;
+    Py_XDECREF(nul);
+    Py_XDECREF(repl);
+    Py_DECREF(s);
+    return out;
+}
+
+typedef struct {
+    const uint8_t *trace_id, *span_id, *parent, *name, *status_message;
+    size_t trace_len, span_len, parent_len, name_len, status_message_len;
+    uint64_t kind, start, end, status_code;
+    int has_status;
+    uint32_t seen; /* bit n: field n was read (a second one means fall back) */
+} SpanFields;
+
+static int once(uint32_t *seen, uint32_t number) {
+    if (*seen & (1u << number)) return -1;
+    *seen |= 1u << number;
+    return 0;
+}
+
+static int read_status(const uint8_t *p, size_t n, SpanFields *s) {
+    Reader r = {p, p + n};
+    uint32_t seen = 0;
+    Field f;
+    while (r.p < r.end) {
+        if (next_field(&r, &f) < 0) return -1;
+        if (f.number == 2) {
+            if (f.wire != WIRE_LEN || once(&seen, 2) < 0) return -1;
+            s->status_message = f.data;
+            s->status_message_len = f.len;
+        } else if (f.number == 3) {
+            if (f.wire != WIRE_VARINT || once(&seen, 3) < 0) return -1;
+            s->status_code = f.varint;
+        }
+    }
+    return 0;
+}
+
+static int read_span(const uint8_t *p, size_t n, SpanFields *s) {
+    Reader r = {p, p + n};
+    Field f;
+    memset(s, 0, sizeof *s);
+    while (r.p < r.end) {
+        if (next_field(&r, &f) < 0) return -1;
+        int want;
+        switch (f.number) {
+        case 1: case 2: case 4: case 5: case 15: want = WIRE_LEN; break;
+        case 6: want = WIRE_VARINT; break;
+        case 7: case 8: want = WIRE_I64; break;
+        default: continue; /* attributes, events, links, counts, flags: kept in the bytes */
+        }
+        if (f.wire != want || once(&s->seen, f.number) < 0) return -1;
+        switch (f.number) {
+        case 1: s->trace_id = f.data; s->trace_len = f.len; break;
+        case 2: s->span_id = f.data; s->span_len = f.len; break;
+        case 4: s->parent = f.data; s->parent_len = f.len; break;
+        case 5: s->name = f.data; s->name_len = f.len; break;
+        case 6: s->kind = f.varint; break;
+        case 7: s->start = f.varint; break;
+        case 8: s->end = f.varint; break;
+        case 15:
+            s->has_status = 1;
+            if (read_status(f.data, f.len, s) < 0) return -1;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* Protobuf keeps an enum's varint as its low 32 bits, signed. */
+static long enum_value(uint64_t v) { return (long)(int32_t)(uint32_t)v; }
+
+static PyObject *span_item(const uint8_t *p, size_t n, int *fallback) {
+    SpanFields s;
+    if (read_span(p, n, &s) < 0) {
+        *fallback = 1;
+        return NULL;
+    }
+    if (s.trace_len != 16 || s.span_len != 8 || all_zero(s.trace_id, 16) ||
+        all_zero(s.span_id, 8) || (s.parent_len && s.parent_len != 8))
+        return PyLong_FromLong(BAD_ID);
+    if (s.start > INT64_MAX || s.end > INT64_MAX) return PyLong_FromLong(BAD_TIME);
+    long kind = enum_value(s.kind), code = s.has_status ? enum_value(s.status_code) : 0;
+    if (kind < INT16_MIN || kind > INT16_MAX || code < INT16_MIN || code > INT16_MAX)
+        return PyLong_FromLong(BAD_CODE);
+
+    PyObject *name = text(s.name ? s.name : (const uint8_t *)"", s.name_len);
+    if (name == NULL) {
+        *fallback = 1;
+        return NULL;
+    }
+    PyObject *message = NULL;
+    if (s.has_status && s.status_message_len) {
+        message = text(s.status_message, s.status_message_len);
+        if (message == NULL) {
+            Py_DECREF(name);
+            *fallback = 1;
+            return NULL;
+        }
+    } else {
+        message = Py_NewRef(Py_None);
+    }
+    PyObject *parent = (s.parent_len && !all_zero(s.parent, 8))
+                           ? PyBytes_FromStringAndSize((const char *)s.parent, 8)
+                           : Py_NewRef(Py_None);
+    Py_ssize_t size = (Py_ssize_t)n + PyUnicode_GET_LENGTH(name) + SPAN_OVERHEAD;
+    return Py_BuildValue(
+        "(y#y#NNlLLlNy#n)", (const char *)s.trace_id, (Py_ssize_t)16, (const char *)s.span_id,
+        (Py_ssize_t)8, parent, name, kind, (long long)s.start, (long long)s.end, code, message, (const char *)p, (Py_ssize_t)n,
+        size);
+}
+
+/* Appends each field `wanted` (LEN) of the message in p[0:n] to `out` as a Reader. */
+typedef struct {
+    Reader *items;
+    size_t count, capacity;
+} Readers;
+
+static int collect(const uint8_t *p, size_t n, uint32_t wanted, Readers *out) {
+    Reader r = {p, p + n};
+    Field f;
+    while (r.p < r.end) {
+        if (next_field(&r, &f) < 0) return -1;
+        if (f.number != wanted || f.wire != WIRE_LEN) continue;
+        if (out->count == out->capacity) {
+            size_t capacity = out->capacity ? out->capacity * 2 : 64;
+            Reader *items = PyMem_Realloc(out->items, capacity * sizeof(Reader));
+            if (items == NULL) return -2;
+            out->items = items;
+            out->capacity = capacity;
+        }
+        out->items[out->count++] = (Reader){f.data, f.data + f.len};
+    }
+    return 0;
+}
+
+static PyObject *scan(PyObject *module, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *body = view.buf;
+    Readers resource_spans = {0}, scope_spans = {0};
+    PyObject *items = PyList_New(0), *counts = PyList_New(0), *result = NULL;
+    int fallback = 0, status;
+    if (items == NULL || counts == NULL) goto done;
+
+    status = collect(body, (size_t)view.len, 1, &resource_spans);
+    for (size_t i = 0; status == 0 && i < resource_spans.count; i++) {
+        Reader rs = resource_spans.items[i];
+        status = collect(rs.p, (size_t)(rs.end - rs.p), 2, &scope_spans);
+    }
+    if (status == -2) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (status < 0) goto fall_back;
+    for (size_t i = 0; i < scope_spans.count; i++) {
+        Reader r = scope_spans.items[i];
+        Py_ssize_t count = 0;
+        Field f;
+        while (r.p < r.end) {
+            if (next_field(&r, &f) < 0) goto fall_back;
+            if (f.number != 2 || f.wire != WIRE_LEN) continue;
+            PyObject *item = span_item(f.data, f.len, &fallback);
+            if (item == NULL) {
+                if (fallback) goto fall_back;
+                goto done;
+            }
+            int appended = PyList_Append(items, item);
+            Py_DECREF(item);
+            if (appended < 0) goto done;
+            count++;
+        }
+        PyObject *number = PyLong_FromSsize_t(count);
+        if (number == NULL || PyList_Append(counts, number) < 0) {
+            Py_XDECREF(number);
+            goto done;
+        }
+        Py_DECREF(number);
+    }
+    result = PyTuple_Pack(2, items, counts);
+    goto done;
+
+fall_back:
+    PyErr_Clear();
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(resource_spans.items);
+    PyMem_Free(scope_spans.items);
+    Py_XDECREF(items);
+    Py_XDECREF(counts);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ------------------------------------------------------------------ binary COPY rows */
+
+typedef struct {
+    char *data;
+    size_t len, capacity;
+} Buffer;
+
+static int grow(Buffer *b, size_t more) {
+    if (b->len + more <= b->capacity) return 0;
+    size_t capacity = b->capacity ? b->capacity : 65536;
+    while (capacity < b->len + more) capacity *= 2;
+    char *data = PyMem_Realloc(b->data, capacity);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = data;
+    b->capacity = capacity;
+    return 0;
+}
+
+static void put_be(Buffer *b, uint64_t v, int bytes) {
+    for (int i = bytes - 1; i >= 0; i--) b->data[b->len++] = (char)(v >> (8 * i));
+}
+
+static int put_raw(Buffer *b, const char *p, Py_ssize_t n) {
+    if (n > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a COPY field is larger than 2 GiB");
+        return -1;
+    }
+    if (grow(b, 4 + (size_t)n) < 0) return -1;
+    put_be(b, (uint32_t)n, 4);
+    memcpy(b->data + b->len, p, (size_t)n);
+    b->len += (size_t)n;
+    return 0;
+}
+
+static int put_null(Buffer *b) {
+    if (grow(b, 4) < 0) return -1;
+    put_be(b, 0xFFFFFFFFu, 4);
+    return 0;
+}
+
+static int put_int(Buffer *b, long long v, int bytes, const char *column) {
+    long long high = bytes == 8 ? INT64_MAX : (1LL << (8 * bytes - 1)) - 1;
+    long long low = -high - 1;
+    if (v < low || v > high) {
+        PyErr_Format(PyExc_OverflowError, "%s %lld does not fit %d bytes", column, v, bytes);
+        return -1;
+    }
+    if (grow(b, 4 + (size_t)bytes) < 0) return -1;
+    put_be(b, (uint32_t)bytes, 4);
+    put_be(b, (uint64_t)v, bytes);
+    return 0;
+}
+
+enum { BYTES, BYTES_OR_NULL, TEXT, TEXT_OR_NULL, INT2, INT4, INT8 };
+
+typedef struct {
+    const char *name;
+    int type;
+    PyObject *interned;
+} Column;
+
+/* The span_copy statement's columns after received_at and agent_id, in its order. */
+static Column COLUMNS[] = {
+    {"trace_id", BYTES}, {"span_id", BYTES}, {"parent_span_id", BYTES_OR_NULL},
+    {"name", TEXT}, {"kind", INT2}, {"start_ns", INT8}, {"end_ns", INT8},
+    {"status_code", INT2}, {"status_message", TEXT_OR_NULL}, {"scope", TEXT_OR_NULL},
+    {"body", BYTES}, {"resource_body", BYTES}, {"size", INT4},
+};
+#define NCOLUMNS ((int)(sizeof COLUMNS / sizeof COLUMNS[0]))
+
+static int put_column(Buffer *b, PyObject *value, const Column *c) {
+    if (value == Py_None && (c->type == BYTES_OR_NULL || c->type == TEXT_OR_NULL))
+        return put_null(b);
+    switch (c->type) {
+    case BYTES:
+    case BYTES_OR_NULL:
+        if (!PyBytes_Check(value)) break;
+        return put_raw(b, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value));
+    case TEXT:
+    case TEXT_OR_NULL: {
+        if (!PyUnicode_Check(value)) break;
+        Py_ssize_t n;
+        const char *p = PyUnicode_AsUTF8AndSize(value, &n);
+        return p == NULL ? -1 : put_raw(b, p, n);
+    }
+    default: {
+        if (!PyLong_Check(value)) break;
+        long long v = PyLong_AsLongLong(value);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        return put_int(b, v, c->type == INT2 ? 2 : c->type == INT4 ? 4 : 8, c->name);
+    }
+    }
+    PyErr_Format(PyExc_TypeError, "span column %s is %.100s", c->name, Py_TYPE(value)->tp_name);
+    return -1;
+}
+
+static PyObject *copy_rows(PyObject *module, PyObject *args) {
+    PyObject *spans;
+    long long received_at_us, agent_id;
+    if (!PyArg_ParseTuple(args, "OLL", &spans, &received_at_us, &agent_id)) return NULL;
+    PyObject *seq = PySequence_Fast(spans, "spans must be a sequence");
+    if (seq == NULL) return NULL;
+    Buffer b = {0};
+    PyObject *result = NULL;
+    static const char header[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+    if (grow(&b, sizeof header - 1) < 0) goto done;
+    memcpy(b.data, header, sizeof header - 1);
+    b.len = sizeof header - 1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *span = PySequence_Fast_GET_ITEM(seq, i);
+        if (grow(&b, 2) < 0) goto done;
+        put_be(&b, 2 + NCOLUMNS, 2);
+        if (put_int(&b, received_at_us, 8, "received_at") < 0 ||
+            put_int(&b, agent_id, 8, "agent_id") < 0)
+            goto done;
+        for (int c = 0; c < NCOLUMNS; c++) {
+            PyObject *value = PyObject_GetAttr(span, COLUMNS[c].interned);
+            if (value == NULL) goto done;
+            int put = put_column(&b, value, &COLUMNS[c]);
+            Py_DECREF(value);
+            if (put < 0) goto done;
+        }
+    }
+    if (grow(&b, 2) < 0) goto done;
+    put_be(&b, 0xFFFF, 2);
+    result = PyBytes_FromStringAndSize(b.data, (Py_ssize_t)b.len);
+done:
+    PyMem_Free(b.data);
+    Py_DECREF(seq);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_O,
+     "scan(body) -> (items, counts) | None: each span's columns and bytes, read from a "
+     "trace export protobuf has parsed; None for a layout this pass does not follow."},
+    {"copy_rows", copy_rows, METH_VARARGS,
+     "copy_rows(spans, received_at_us, agent_id) -> bytes: the binary COPY data of the "
+     "span_copy statement for these spans."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native", "The OTLP collector's per-span work, compiled.", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    for (int c = 0; c < NCOLUMNS; c++) {
+        COLUMNS[c].interned = PyUnicode_InternFromString(COLUMNS[c].name);
+        if (COLUMNS[c].interned == NULL) return NULL;
+    }
+    return PyModule_Create(&module);
+}
