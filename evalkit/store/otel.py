@@ -30,6 +30,7 @@ from typing import Any
 
 import msgspec
 import psycopg
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from psycopg.types.string import BytesBinaryDumper
 
@@ -118,15 +119,24 @@ def session_of_span(span: Incoming, names: list[str]) -> str | None:
     """The session id a span carries: the first of ``names`` found with a value, in the
     span's attributes, then its resource's (as :func:`evalkit.otel.model.session_id_of`,
     reading only the attributes named)."""
-    wanted = {}
-    for kv in ProtoSpan.FromString(span.body).attributes:
-        if kv.key in names:
-            wanted[kv.key] = any_value(kv.value)
+    wanted = _span_attributes(span.body, names)
     for name in names:
         for value in (wanted.get(name), span.resource.get(name)):
             if value not in (None, ""):
                 return session_text(value)
     return None
+
+
+def _span_attributes(body: bytes, names: list[str]) -> dict[str, Any]:
+    """The values of the span's attributes named in ``names`` (the last of a name)."""
+    found = native.attributes(body, names) if native is not None else None
+    if found is not None:
+        return {name: any_value(AnyValue.FromString(raw)) for name, raw in found.items()}
+    wanted = {}
+    for kv in ProtoSpan.FromString(body).attributes:
+        if kv.key in names:
+            wanted[kv.key] = any_value(kv.value)
+    return wanted
 
 
 def _root_session(spans: list[Incoming], names: list[str], trace_id: bytes) -> str | None:

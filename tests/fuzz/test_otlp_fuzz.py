@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -28,10 +29,12 @@ from opentelemetry.proto.common.v1.common_pb2 import (
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
+import evalkit.store.otel as store
 from evalkit.otel.otlp import (
     INT64_MAX,
     Decoded,
     NotTraces,
+    any_value,
     decode_json,
     decode_protobuf,
     native,
@@ -416,3 +419,38 @@ def test_huge_repeated_fields_decode_in_bounded_time() -> None:
         resource_spans=[ResourceSpans(scope_spans=[ScopeSpans()] * 100)] * 1000
     )
     assert decode("protobuf", empty_groups.SerializeToString()) is not None
+
+
+# --------------------------------------------------------------------------- session attributes
+
+SESSION_NAMES = ["session.id", "gen_ai.conversation.id"]
+session_keys = st.one_of(st.sampled_from(SESSION_NAMES), safe_texts)
+spans_with_sessions = st.builds(
+    lambda kvs: Span(attributes=[KeyValue(key=k, value=v) for k, v in kvs]),
+    st.lists(st.tuples(session_keys, any_values(1)), max_size=6),
+)
+
+
+def assert_session_attributes_as_protobuf_reads_them(body: bytes) -> None:
+    try:
+        span = Span.FromString(body)
+    except DecodeError:
+        return  # the collector reads the attributes of spans protobuf has parsed only
+    expected = {kv.key: any_value(kv.value) for kv in span.attributes if kv.key in SESSION_NAMES}
+    assert store._span_attributes(body, SESSION_NAMES) == expected
+    found = native.attributes(body, SESSION_NAMES)
+    assert found is None or set(found) == set(expected)
+
+
+@settings(max_examples=examples(200))
+@given(spans_with_sessions)
+def test_session_attributes_read_in_c(span: Span) -> None:
+    body = span.SerializeToString()
+    assert native.attributes(body, SESSION_NAMES) is not None  # what protobuf writes
+    assert_session_attributes_as_protobuf_reads_them(body)
+
+
+@settings(max_examples=examples(200))
+@given(mutated(spans_with_sessions.map(lambda s: s.SerializeToString())))
+def test_session_attributes_of_mutated_spans(body: bytes) -> None:
+    assert_session_attributes_as_protobuf_reads_them(body)

@@ -4,6 +4,7 @@ store, column for column, in the real spans table: the two ways the collector wr
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -12,7 +13,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 import evalkit.store.otel as store
-from evalkit.otel.otlp import INT64_MAX, decode_protobuf
+from evalkit.otel.otlp import INT64_MAX, Incoming, decode_protobuf
 
 RECEIVED_AT = datetime(2026, 12, 7, 1, 2, 3, 456789, tzinfo=UTC)
 COLUMNS = (
@@ -99,3 +100,13 @@ def test_a_code_past_16_bits_refuses_its_span_only(column):
     ).SerializeToString()
     decoded = decode_protobuf(body)
     assert decoded.bad_codes == 1 and [s.kind for s in decoded.spans] == [3]
+
+
+def test_rows_of_objects_without_slots_are_the_same():
+    """copy_rows reads Incoming's slots directly, and any other object's columns by name."""
+    spans = decode_protobuf(edge_values_body()).spans
+    plain = [SimpleNamespace(**{f: getattr(s, f) for f in Incoming.__slots__}) for s in spans]
+    assert store.native is not None
+    assert store.native.copy_rows(plain, 7, 1) == store.native.copy_rows(spans, 7, 1)
+    with pytest.raises(AttributeError):
+        store.native.copy_rows([SimpleNamespace(trace_id=b"\x01" * 16)], 7, 1)
