@@ -37,7 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ from psycopg.types.string import BytesBinaryDumper
 from evalkit import serve
 from evalkit.auth.secrets import generate_key
 from evalkit.embedded import EmbeddedPostgres
+from evalkit.http1 import Http1Client
 from evalkit.otel.mapping import load_starter
 from evalkit.otel.otlp import decode_protobuf
 from evalkit.sql import queries
@@ -194,7 +196,7 @@ def peak_rss_mb(pid: int) -> float:
 
 
 async def post_all(
-    client: httpx.AsyncClient, url: str, token: str, batches: list[bytes], concurrency: int
+    client: Poster, url: str, token: str, batches: list[bytes], concurrency: int
 ) -> tuple[float, list[float]]:
     queue: asyncio.Queue[bytes] = asyncio.Queue()
     for body in batches:
@@ -206,14 +208,42 @@ async def post_all(
         while not queue.empty():
             body = queue.get_nowait()
             began = time.perf_counter()
-            r = await client.post(url, content=body, headers=headers)
+            status, content = await client(url, body, headers)
             latencies.append(time.perf_counter() - began)
-            if r.status_code != 200 or r.content:
-                raise SystemExit(f"export answered {r.status_code}: {r.content[:300]!r}")
+            if status != 200 or content:
+                raise SystemExit(f"export answered {status}: {content[:300]!r}")
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return time.perf_counter() - started, latencies
+
+
+Poster = Callable[[str, bytes, dict[str, str]], Awaitable[tuple[int, bytes]]]
+"""Posts one body: its status and response body."""
+
+
+@asynccontextmanager
+async def poster(kind: str, concurrency: int) -> AsyncIterator[Poster]:
+    """The posting client: evalkit's own HTTP/1.1 client (``http1``, about a tenth of
+    httpx's CPU a request, which this machine's two cores share with the server), or httpx."""
+    if kind == "httpx":
+        async with httpx.AsyncClient(
+            timeout=60, limits=httpx.Limits(max_connections=concurrency)
+        ) as client:
+
+            async def post_httpx(url: str, body: bytes, headers: dict[str, str]):
+                r = await client.post(url, content=body, headers=headers)
+                return r.status_code, r.content
+
+            yield post_httpx
+        return
+    async with Http1Client(None, timeout=60, max_connections=concurrency) as http1:
+
+        async def post_http1(url: str, body: bytes, headers: dict[str, str]):
+            r = await http1.request("POST", url, headers=headers, body=body, max_body=1 << 20)
+            return r.status, r.body
+
+        yield post_http1
 
 
 async def warm_then_measure(
@@ -223,17 +253,16 @@ async def warm_then_measure(
     measured: list[bytes],
     concurrency: int,
     before_measuring: Callable[[], None],
+    client: str,
 ) -> tuple[float, list[float]]:
     """Post the warm-up batches, call ``before_measuring``, then post the measured ones on
     the same connections: an exporter keeps its connection, so the measured batches hold
     neither the connections' set-up nor the server's spreading of new clients over its
     processes (both done in the warm-up)."""
-    async with httpx.AsyncClient(
-        timeout=60, limits=httpx.Limits(max_connections=concurrency)
-    ) as client:
-        await post_all(client, url, token, warmup, concurrency)
+    async with poster(client, concurrency) as post:
+        await post_all(post, url, token, warmup, concurrency)
         before_measuring()
-        return await post_all(client, url, token, measured, concurrency)
+        return await post_all(post, url, token, measured, concurrency)
 
 
 def cpu_by_pid(pids: list[int]) -> dict[int, float]:
@@ -420,6 +449,7 @@ def run_once(
                 batches[args.warmup :],
                 args.concurrency,
                 take_before,
+                args.client,
             )
         )
         edge_before, database_before = before["edge"], before["database"]
@@ -565,6 +595,13 @@ def main() -> None:
         help="edge processes of this tree's server (default: the server's own choice)",
     )
     parser.add_argument(
+        "--client",
+        choices=["http1", "httpx"],
+        default="http1",
+        help="the posting client: evalkit's HTTP/1.1 client (default), or httpx, which "
+        "spends some ten times the CPU a request on the cores the server runs on",
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         help="run this tree's edge under pyinstrument (`uv pip install pyinstrument`) and "
@@ -581,7 +618,8 @@ def main() -> None:
         print(
             f"{args.batches} batches of {BATCH} spans ({size:.0f} bytes a span in protobuf), "
             f"{BATCH // SPANS_PER_SESSION} sessions a batch, concurrency {args.concurrency}, "
-            f"edge processes {args.processes or 'as the server chooses'}; this machine: "
+            f"edge processes {args.processes or 'as the server chooses'}, posted by "
+            f"{args.client}; this machine: "
             f"{os.cpu_count()} cores, /proc/loadavg "
             f"{loadavg()} before the run"
         )
