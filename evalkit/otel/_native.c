@@ -1,14 +1,15 @@
 /* The OTLP collector's per-span work in one pass over bytes: evalkit.otel._native.
 
-   scan(body)  walks an ExportTraceServiceRequest that protobuf (upb) has already parsed
-               without error, and reads out each span's stored columns and its bytes as
-               received. It returns (items, counts): one item per span in wire order (a
-               tuple of the columns, or 1 for a bad id, 2 for a time past int64, 3 for a
-               kind or status code past int16), and the
-               span count of each ScopeSpans in order, for the caller to check against
-               protobuf's own parse. It returns None for a layout it does not follow (a
-               singular field given twice, a known field of another wire type, a group):
-               the caller then takes the Python path, which reads protobuf's parse.
+   scan(body, cls, groups)
+               walks an ExportTraceServiceRequest that protobuf (upb) has already parsed
+               without error, and makes each span (a `cls`: Incoming) from its columns and
+               its bytes as received, with its ScopeSpans' values from `groups`, which also
+               give the span count protobuf parsed in each. It returns the spans and the
+               counts of those refused for a bad id, a time past int64, and a kind or
+               status code past int16. It returns None for a layout it does not follow (a
+               singular field given twice, a known field of another wire type, a group) or
+               other span counts than protobuf's: the caller then takes the Python path,
+               which reads protobuf's parse.
    attributes(span_body, names)
                the encoded AnyValue of each of the span's attributes named in `names`,
                for the few spans whose session id is read (None: fall back likewise).
@@ -184,7 +185,44 @@ static int read_span(const uint8_t *p, size_t n, SpanFields *s) {
 /* Protobuf keeps an enum's varint as its low 32 bits, signed. */
 static long enum_value(uint64_t v) { return (long)(int32_t)(uint32_t)v; }
 
-static PyObject *span_item(const uint8_t *p, size_t n, int *fallback) {
+/* The fields of evalkit.otel.otlp.Incoming, in its order; a span is made by writing its
+   slots (Incoming keeps its fields in __slots__ and has no __init__ logic of its own). */
+enum {
+    F_TRACE_ID, F_SPAN_ID, F_PARENT, F_NAME, F_KIND, F_START, F_END, F_CODE, F_MESSAGE,
+    F_BODY, F_SIZE, F_RESOURCE_BODY, F_SCOPE, F_RESOURCE, NFIELDS
+};
+static const char *FIELD_NAMES[NFIELDS] = {
+    "trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns",
+    "status_code", "status_message", "body", "size", "resource_body", "scope", "resource",
+};
+
+/* Where each of `names` lies in objects of `type`; -1 when one is not a plain slot. */
+static int slot_offsets(PyTypeObject *type, const char *const names[], int count,
+                        Py_ssize_t offsets[]) {
+    for (int i = 0; i < count; i++) {
+        PyObject *d = PyObject_GetAttrString((PyObject *)type, names[i]);
+        if (d == NULL) {
+            PyErr_Clear();
+            return -1;
+        }
+        int slot = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+                   ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+        offsets[i] = slot ? ((PyMemberDescrObject *)d)->d_member->offset : -1;
+        Py_DECREF(d);
+        if (!slot) return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t offsets[NFIELDS];
+    PyObject *resource_body, *scope, *resource; /* of the span's ScopeSpans, borrowed */
+} Maker;
+
+/* The span as an Incoming, or an int saying why it is refused (BAD_*); NULL with
+   *fallback set for a layout this pass does not follow, NULL alone on an error. */
+static PyObject *make_span(const uint8_t *p, size_t n, const Maker *m, int *fallback) {
     SpanFields s;
     if (read_span(p, n, &s) < 0) {
         *fallback = 1;
@@ -198,30 +236,42 @@ static PyObject *span_item(const uint8_t *p, size_t n, int *fallback) {
     if (kind < INT16_MIN || kind > INT16_MAX || code < INT16_MIN || code > INT16_MAX)
         return PyLong_FromLong(BAD_CODE);
 
-    PyObject *name = text(s.name ? s.name : (const uint8_t *)"", s.name_len);
-    if (name == NULL) {
+    PyObject *v[NFIELDS] = {NULL};
+    v[F_NAME] = text(s.name ? s.name : (const uint8_t *)"", s.name_len);
+    v[F_MESSAGE] = s.has_status && s.status_message_len
+                       ? text(s.status_message, s.status_message_len)
+                       : Py_NewRef(Py_None);
+    if (v[F_NAME] == NULL || v[F_MESSAGE] == NULL) { /* not UTF-8: protobuf decides */
+        Py_XDECREF(v[F_NAME]);
+        Py_XDECREF(v[F_MESSAGE]);
         *fallback = 1;
         return NULL;
     }
-    PyObject *message = NULL;
-    if (s.has_status && s.status_message_len) {
-        message = text(s.status_message, s.status_message_len);
-        if (message == NULL) {
-            Py_DECREF(name);
-            *fallback = 1;
+    v[F_TRACE_ID] = PyBytes_FromStringAndSize((const char *)s.trace_id, 16);
+    v[F_SPAN_ID] = PyBytes_FromStringAndSize((const char *)s.span_id, 8);
+    v[F_PARENT] = s.parent_len && !all_zero(s.parent, 8)
+                      ? PyBytes_FromStringAndSize((const char *)s.parent, 8)
+                      : Py_NewRef(Py_None);
+    v[F_KIND] = PyLong_FromLong(kind);
+    v[F_START] = PyLong_FromLongLong((long long)s.start);
+    v[F_END] = PyLong_FromLongLong((long long)s.end);
+    v[F_CODE] = PyLong_FromLong(code);
+    v[F_BODY] = PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)n);
+    v[F_SIZE] = PyLong_FromSsize_t((Py_ssize_t)n + PyUnicode_GET_LENGTH(v[F_NAME]) +
+                                   SPAN_OVERHEAD);
+    v[F_RESOURCE_BODY] = Py_NewRef(m->resource_body);
+    v[F_SCOPE] = Py_NewRef(m->scope);
+    v[F_RESOURCE] = Py_NewRef(m->resource);
+    PyObject *span = m->type->tp_alloc(m->type, 0);
+    for (int i = 0; i < NFIELDS; i++) {
+        if (v[i] == NULL || span == NULL) {
+            for (int j = 0; j < NFIELDS; j++) Py_XDECREF(v[j]);
+            Py_XDECREF(span);
             return NULL;
         }
-    } else {
-        message = Py_NewRef(Py_None);
     }
-    PyObject *parent = (s.parent_len && !all_zero(s.parent, 8))
-                           ? PyBytes_FromStringAndSize((const char *)s.parent, 8)
-                           : Py_NewRef(Py_None);
-    Py_ssize_t size = (Py_ssize_t)n + PyUnicode_GET_LENGTH(name) + SPAN_OVERHEAD;
-    return Py_BuildValue(
-        "(y#y#NNlLLlNy#n)", (const char *)s.trace_id, (Py_ssize_t)16, (const char *)s.span_id,
-        (Py_ssize_t)8, parent, name, kind, (long long)s.start, (long long)s.end, code, message, (const char *)p, (Py_ssize_t)n,
-        size);
+    for (int i = 0; i < NFIELDS; i++) *(PyObject **)((char *)span + m->offsets[i]) = v[i];
+    return span;
 }
 
 /* Appends each field `wanted` (LEN) of the message in p[0:n] to `out` as a Reader. */
@@ -248,15 +298,22 @@ static int collect(const uint8_t *p, size_t n, uint32_t wanted, Readers *out) {
     return 0;
 }
 
-static PyObject *scan(PyObject *module, PyObject *arg) {
+static PyObject *scan(PyObject *module, PyObject *args) {
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *groups;
+    Maker m;
+    if (!PyArg_ParseTuple(args, "y*O!O!", &view, &PyType_Type, &m.type, &PyList_Type, &groups))
+        return NULL;
     const uint8_t *body = view.buf;
     Readers resource_spans = {0}, scope_spans = {0};
-    PyObject *items = PyList_New(0), *counts = PyList_New(0), *result = NULL;
+    PyObject *spans = PyList_New(0), *result = NULL;
+    Py_ssize_t refused[4] = {0};
     int fallback = 0, status;
-    if (items == NULL || counts == NULL) goto done;
-
+    if (spans == NULL) goto done;
+    if (slot_offsets(m.type, FIELD_NAMES, NFIELDS, m.offsets) < 0) {
+        PyErr_SetString(PyExc_TypeError, "scan makes objects with Incoming's slots");
+        goto done;
+    }
     status = collect(body, (size_t)view.len, 1, &resource_spans);
     for (size_t i = 0; status == 0 && i < resource_spans.count; i++) {
         Reader rs = resource_spans.items[i];
@@ -266,32 +323,37 @@ static PyObject *scan(PyObject *module, PyObject *arg) {
         PyErr_NoMemory();
         goto done;
     }
-    if (status < 0) goto fall_back;
+    if (status < 0 || (size_t)PyList_GET_SIZE(groups) != scope_spans.count) goto fall_back;
     for (size_t i = 0; i < scope_spans.count; i++) {
+        Py_ssize_t expected;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(groups, i), "nOOO", &expected, &m.resource_body,
+                              &m.scope, &m.resource))
+            goto done;
         Reader r = scope_spans.items[i];
         Py_ssize_t count = 0;
         Field f;
         while (r.p < r.end) {
             if (next_field(&r, &f) < 0) goto fall_back;
             if (f.number != 2 || f.wire != WIRE_LEN) continue;
-            PyObject *item = span_item(f.data, f.len, &fallback);
-            if (item == NULL) {
+            PyObject *span = make_span(f.data, f.len, &m, &fallback);
+            if (span == NULL) {
                 if (fallback) goto fall_back;
                 goto done;
             }
-            int appended = PyList_Append(items, item);
-            Py_DECREF(item);
-            if (appended < 0) goto done;
             count++;
+            if (PyLong_CheckExact(span)) {
+                refused[PyLong_AsLong(span)]++;
+                Py_DECREF(span);
+                continue;
+            }
+            int appended = PyList_Append(spans, span);
+            Py_DECREF(span);
+            if (appended < 0) goto done;
         }
-        PyObject *number = PyLong_FromSsize_t(count);
-        if (number == NULL || PyList_Append(counts, number) < 0) {
-            Py_XDECREF(number);
-            goto done;
-        }
-        Py_DECREF(number);
+        if (count != expected) goto fall_back; /* protobuf parsed other spans */
     }
-    result = PyTuple_Pack(2, items, counts);
+    result = Py_BuildValue("(Onnn)", spans, refused[BAD_ID], refused[BAD_TIME],
+                           refused[BAD_CODE]);
     goto done;
 
 fall_back:
@@ -300,8 +362,7 @@ fall_back:
 done:
     PyMem_Free(resource_spans.items);
     PyMem_Free(scope_spans.items);
-    Py_XDECREF(items);
-    Py_XDECREF(counts);
+    Py_XDECREF(spans);
     PyBuffer_Release(&view);
     return result;
 }
@@ -468,24 +529,6 @@ static int put_column(Buffer *b, PyObject *value, const Column *c) {
     return -1;
 }
 
-/* Where each column lies in objects of `type`, when it keeps them in __slots__ (Incoming
-   does): read straight from the object instead of looked up by name 13 times a span. */
-static int slot_offsets(PyTypeObject *type, Py_ssize_t offsets[]) {
-    for (int c = 0; c < NCOLUMNS; c++) {
-        PyObject *d = PyObject_GetAttr((PyObject *)type, COLUMNS[c].interned);
-        if (d == NULL) {
-            PyErr_Clear();
-            return -1;
-        }
-        int slot = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
-                   ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
-        offsets[c] = slot ? ((PyMemberDescrObject *)d)->d_member->offset : -1;
-        Py_DECREF(d);
-        if (!slot) return -1;
-    }
-    return 0;
-}
-
 static PyObject *column_of(PyObject *span, int c, PyTypeObject *type, Py_ssize_t offsets[]) {
     if (Py_TYPE(span) == type) {
         PyObject *value = *(PyObject **)((char *)span + offsets[c]);
@@ -506,7 +549,11 @@ static PyObject *copy_rows(PyObject *module, PyObject *args) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyTypeObject *type = NULL;
     Py_ssize_t offsets[NCOLUMNS];
-    if (n && slot_offsets(Py_TYPE(PySequence_Fast_GET_ITEM(seq, 0)), offsets) == 0)
+    const char *names[NCOLUMNS];
+    for (int c = 0; c < NCOLUMNS; c++) names[c] = COLUMNS[c].name;
+    /* Incoming's slots are read straight from the object, not looked up 13 times a span */
+    if (n && slot_offsets(Py_TYPE(PySequence_Fast_GET_ITEM(seq, 0)), names, NCOLUMNS,
+                          offsets) == 0)
         type = Py_TYPE(PySequence_Fast_GET_ITEM(seq, 0));
     if (grow(&b, sizeof header - 1 + (size_t)n * 1024) < 0) goto done;
     memcpy(b.data, header, sizeof header - 1);
@@ -536,9 +583,11 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_O,
-     "scan(body) -> (items, counts) | None: each span's columns and bytes, read from a "
-     "trace export protobuf has parsed; None for a layout this pass does not follow."},
+    {"scan", scan, METH_VARARGS,
+     "scan(body, cls, groups) -> (spans, bad_ids, bad_times, bad_codes) | None: the spans of "
+     "a trace export protobuf has parsed, as `cls` (Incoming); `groups` gives each ScopeSpans' "
+     "span count, resource bytes, scope name and resource attributes. None for a layout this "
+     "pass does not follow, or other spans than protobuf found."},
     {"attributes", attributes, METH_VARARGS,
      "attributes(span_body, names) -> dict | None: the encoded AnyValue of each of `names` "
      "among the span's attributes (the last one of a name, as protobuf keeps it); None for a "

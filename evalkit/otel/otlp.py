@@ -381,40 +381,17 @@ def _native_spans(
     native: ModuleType, body: bytes, request: ExportTraceServiceRequest
 ) -> Decoded | None:
     """What :func:`spans_of` returns, the per-span work done in C (:mod:`evalkit.otel._native`
-    reads the columns out of the bytes protobuf has parsed); None when the C pass does not
+    reads the spans out of the bytes protobuf has parsed); None when the C pass does not
     follow the body's layout, or finds other spans than protobuf did."""
-    scanned = native.scan(body)
-    if scanned is None:
-        return None
-    items, counts = scanned
-    decoded = Decoded()
-    out = decoded.spans
-    groups = iter(counts)
-    position = 0
+    groups = []
     for rs in request.resource_spans:
         resource_body = rs.resource.SerializeToString()
         resource = attributes(rs.resource.attributes)
         for ss in rs.scope_spans:
-            count = next(groups, None)
-            if count != len(ss.spans):
-                return None
             scope = _text(ss.scope.name) if ss.scope.name else None
-            for item in items[position : position + count]:
-                if item.__class__ is tuple:
-                    out.append(Incoming(*item, resource_body, scope, resource))
-                elif item == _BAD_ID:
-                    decoded.bad_ids += 1
-                elif item == _BAD_TIME:
-                    decoded.bad_times += 1
-                else:
-                    decoded.bad_codes += 1
-            position += count
-    return decoded if next(groups, None) is None else None
-
-
-_BAD_ID, _BAD_TIME = 1, 2
-"""What :func:`evalkit.otel._native.scan` gives for a span with a bad id, a bad time (and 3:
-a kind or status code past 16 bits)."""
+            groups.append((len(ss.spans), resource_body, scope, resource))
+    found = native.scan(body, Incoming, groups)
+    return None if found is None else Decoded(*found)
 
 
 def span_from_row(row: dict[str, Any], resources: dict[bytes, dict[str, Any]]) -> Span:
