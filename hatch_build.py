@@ -37,6 +37,7 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         name = "_native" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")
         if version == "editable":  # the checkout itself is on sys.path
             target = source.parent / name
+            target.unlink(missing_ok=True)  # never an older build's, should this one fail
         else:
             target = Path(tempfile.mkdtemp(prefix="evalkit-native-")) / name
         command = compile_command(source, target)

@@ -53,8 +53,9 @@ class NotTraces(ValueError):
 
 @dataclass(slots=True)
 class Incoming:
-    """One decoded span: the columns read out, and its stored protobuf bytes (the fields in
-    the order :func:`evalkit.otel._native.scan` reads them out, then its group's)."""
+    """One decoded span: the columns read out, and its stored protobuf bytes. The C pass
+    (evalkit/otel/_native.c) makes these too, writing the fields by name into their slots:
+    keep them slots, with no logic in ``__init__``."""
 
     trace_id: bytes
     span_id: bytes
