@@ -60,7 +60,7 @@ from evalkit.http1 import Http1Client
 from evalkit.otel.mapping import load_starter
 from evalkit.otel.otlp import decode_protobuf
 from evalkit.sql import queries
-from evalkit.store.otel import _COPY_TYPES
+from evalkit.store.otel import _COPY_TYPES, copy_row
 
 PASSWORD = "bench-password-1"
 EVALKIT = [sys.executable, "-c", "from evalkit.cli import main; main()"]
@@ -334,26 +334,8 @@ def raw_copy_rate(db_url: str, batches: list[bytes], pgdata: Path) -> tuple[floa
                 cur.adapters.register_dumper(bytes, BytesBinaryDumper)
                 with cur.copy(queries["span_copy"]) as copy:
                     copy.set_types(_COPY_TYPES)
-                    for s in spans:
-                        copy.write_row(
-                            (
-                                received_at,
-                                -1,
-                                s.trace_id,
-                                s.span_id,
-                                s.parent_span_id,
-                                s.name,
-                                s.kind,
-                                s.start_ns,
-                                s.end_ns,
-                                s.status_code,
-                                s.status_message,
-                                s.scope,
-                                s.body,
-                                s.resource_body,
-                                s.size,
-                            )
-                        )
+                    for span in spans:
+                        copy.write_row(copy_row(span, -1, received_at))
             spent += time.perf_counter() - began
             rows += len(spans)
         cpu = cpu_seconds(database_pids) - cpu_before

@@ -449,28 +449,32 @@ async def _write_rows(
     # The rows are formatted in C and sent a buffer at a time: awaiting
     # Copy.write_row for each of 512 rows cost more than formatting them.
     format_row, send = copy.formatter.write_row, copy.writer.write
-    for s in spans:
-        data = format_row(
-            (
-                received_at,
-                agent_id,
-                s.trace_id,
-                s.span_id,
-                s.parent_span_id,
-                s.name,
-                s.kind,
-                s.start_ns,
-                s.end_ns,
-                s.status_code,
-                s.status_message,
-                s.scope,
-                s.body,
-                s.resource_body,
-                s.size,
-            )
-        )
+    for span in spans:
+        data = format_row(copy_row(span, agent_id, received_at))
         if data:
             await send(data)
+
+
+def copy_row(span: Incoming, agent_id: int, received_at: datetime) -> tuple[Any, ...]:
+    """The span's row of the ``span_copy`` statement, for psycopg to format (of the types
+    ``_COPY_TYPES``)."""
+    return (
+        received_at,
+        agent_id,
+        span.trace_id,
+        span.span_id,
+        span.parent_span_id,
+        span.name,
+        span.kind,
+        span.start_ns,
+        span.end_ns,
+        span.status_code,
+        span.status_message,
+        span.scope,
+        span.body,
+        span.resource_body,
+        span.size,
+    )
 
 
 # --------------------------------------------------------------------------- orphans
