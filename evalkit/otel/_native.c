@@ -385,11 +385,18 @@ static int read_key_value(const uint8_t *p, size_t n, Field *key, Field *value) 
 
 static PyObject *attributes(PyObject *module, PyObject *args) {
     Py_buffer view;
-    PyObject *names;
+    PyObject *names, *found = NULL, *result = NULL;
     if (!PyArg_ParseTuple(args, "y*O", &view, &names)) return NULL;
-    PyObject *found = PyDict_New(), *seq = PySequence_Fast(names, "names must be a sequence");
-    if (found == NULL || seq == NULL) goto fail;
+    PyObject *seq = PySequence_Fast(names, "names must be a sequence of str");
+    if (seq == NULL) goto done;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!PyUnicode_Check(PySequence_Fast_GET_ITEM(seq, i))) {
+            PyErr_SetString(PyExc_TypeError, "names must be a sequence of str");
+            goto done;
+        }
+    }
+    if ((found = PyDict_New()) == NULL) goto done;
     Reader r = {view.buf, (const uint8_t *)view.buf + view.len};
     Field f, key, value;
     while (r.p < r.end) {
@@ -400,34 +407,25 @@ static PyObject *attributes(PyObject *module, PyObject *args) {
         for (Py_ssize_t i = 0; i < count; i++) {
             PyObject *name = PySequence_Fast_GET_ITEM(seq, i);
             Py_ssize_t size;
-            const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, &size) : NULL;
-            if (text == NULL) {
-                PyErr_SetString(PyExc_TypeError, "names must be str");
-                goto fail;
-            }
+            const char *text = PyUnicode_AsUTF8AndSize(name, &size);
+            if (text == NULL) goto done;
             if ((size_t)size != key.len || memcmp(text, key.data, key.len) != 0) continue;
             PyObject *raw = PyBytes_FromStringAndSize((const char *)value.data, value.len);
-            if (raw == NULL || PyDict_SetItem(found, name, raw) < 0) {
-                Py_XDECREF(raw);
-                goto fail;
-            }
-            Py_DECREF(raw);  /* a later attribute of the same key replaces it */
+            int set = raw == NULL ? -1 : PyDict_SetItem(found, name, raw);
+            Py_XDECREF(raw); /* a later attribute of the same key replaces it */
+            if (set < 0) goto done;
             break;
         }
     }
-    Py_DECREF(seq);
-    PyBuffer_Release(&view);
-    return found;
+    result = Py_NewRef(found);
+    goto done;
 fall_back:
-    Py_DECREF(seq);
-    Py_DECREF(found);
-    PyBuffer_Release(&view);
-    Py_RETURN_NONE;
-fail:
+    result = Py_NewRef(Py_None);
+done:
     Py_XDECREF(seq);
     Py_XDECREF(found);
     PyBuffer_Release(&view);
-    return NULL;
+    return result;
 }
 
 /* ------------------------------------------------------------------ binary COPY rows */
