@@ -495,7 +495,8 @@ class Balance:
         which is about to be told to connect again."""
         if self.counts[self.index] <= min(self.counts) + 1:
             return False
-        del self.active[client]
+        # pop: two HTTP/2 streams of one connection can both be told to close it
+        self.active.pop(client, None)
         self.counts[self.index] = len(self.active)
         return True
 

@@ -99,3 +99,18 @@ async def test_lifespan_and_unix_sockets_pass_straight_through():
     sent = await call(wrapped, "http", None)  # a Unix socket's scope has no client
     assert sent[0]["headers"] == PLAIN
     assert list(clients.counts) == [5, 0]
+
+
+async def test_two_streams_of_one_connection_are_both_handed_over():
+    """HTTP/2 can carry two requests of one client connection at once: both get
+    ``Connection: close`` when the process serves too many, and the second finds the client
+    already forgotten."""
+    clients = Clients(2)
+    balance = clients.process(0)
+    for port in (1, 2):
+        balance.arrived(("127.0.0.1", port), now=100.0)
+    balance.arrived(("127.0.0.1", 3), now=100.0)  # the stream's client, twice in flight
+    assert balance.hand_over(("127.0.0.1", 3)) is True
+    clients.counts[0] = 3  # another client arrived meanwhile
+    assert balance.hand_over(("127.0.0.1", 3)) is True
+    assert ("127.0.0.1", 3) not in balance.active
