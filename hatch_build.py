@@ -47,7 +47,9 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             output = getattr(exc, "stderr", "") or str(exc)
             self.app.display_warning(
                 f"evalkit: could not compile {SOURCE} ({shlex.join(command)}): {output.strip()}\n"
-                "evalkit works without it; OTLP ingest then runs its per-span work in Python"
+                "evalkit works without it (OTLP ingest then runs its per-span work in Python); "
+                "for the compiled pass, install a C compiler and Python's headers (Debian: "
+                "apt-get install gcc python3-dev) and build again (uv sync)"
             )
             return
         build_data["pure_python"] = False
