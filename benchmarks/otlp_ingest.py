@@ -315,6 +315,25 @@ def count_spans(db_url: str, agent_id: int) -> int:
     return int(row[0]) if row else 0
 
 
+def checkpoint(db_url: str) -> None:
+    """Write every dirty page now: the phase measured next starts from a checkpoint, so the
+    full-page images a checkpoint costs (the first change of each page after it writes the
+    whole page to the WAL) are not charged by luck to whichever phase one fell in."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+
+
+def checkpoints_so_far(db_url: str) -> int:
+    """Checkpoints the cluster has begun (timed or requested, CHECKPOINT commands included)."""
+    with psycopg.connect(db_url) as conn:
+        if conn.info.server_version >= 170000:
+            query = "SELECT num_timed + num_requested FROM pg_stat_checkpointer"
+        else:
+            query = "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+        row = conn.execute(query).fetchone()
+    return int(row[0]) if row else 0
+
+
 def raw_copy_rate(db_url: str, batches: list[bytes], pgdata: Path) -> tuple[float, float]:
     """Binary COPY of the same rows (decoded outside the timer) into spans, one COPY per
     batch on one connection: what the table takes with no dedupe and no session work.
@@ -418,6 +437,8 @@ def run_once(
         before: dict[str, Any] = {}
 
         def take_before() -> None:
+            checkpoint(db_url)
+            before["checkpoints"] = checkpoints_so_far(db_url)
             before["spans"] = count_spans(db_url, agent_id)
             before["edge"] = cpu_by_pid(edge_pids)
             before["database"] = cpu_by_pid(postgres_pids(cluster.pgdata))
@@ -449,7 +470,11 @@ def run_once(
             raise SystemExit(f"expected {expected} spans in the database, found {persisted}")
         rss_each = [peak_rss_mb(pid) for pid in edge_pids]
         latencies.sort()
+        run_checkpoints = checkpoints_so_far(db_url) - before["checkpoints"]
+        checkpoint(db_url)
+        copy_began = checkpoints_so_far(db_url)
         ceiling, copy_cpu = raw_copy_rate(db_url, batches[args.warmup :], cluster.pgdata)
+        copy_checkpoints = checkpoints_so_far(db_url) - copy_began
         return {
             "rate": persisted / elapsed,
             "ceiling": ceiling,
@@ -464,6 +489,7 @@ def run_once(
             "database_cpu": cpu["database"],
             "client_cpu": cpu["client"],
             "copy_cpu": copy_cpu / args.batches * 1000,
+            "checkpoints": f"{run_checkpoints}/{copy_checkpoints}",
             "load_before": load_before,
             "load_after": loadavg(),
         }
@@ -510,6 +536,10 @@ def print_one(result: dict[str, float | str]) -> None:
     for name in ("edge", "database", "client"):
         print(f"{name + ' CPU per batch, ms':<34}{float(result[name + '_cpu']):>12.1f}")
     print(f"{'database CPU per raw COPY, ms':<34}{float(result['copy_cpu']):>12.1f}")
+    print(
+        f"{'checkpoints during run / COPY':<34}{result['checkpoints']:>12}"
+        "  (each phase begins right after one)"
+    )
     print(f"/proc/loadavg before {result['load_before']}, after {result['load_after']}")
 
 
@@ -532,10 +562,13 @@ def print_rounds(runs: list[tuple[str, dict[str, float | str]]]) -> None:
     for _, result in runs:
         result["ratio"] = float(result["rate"]) / float(result["ceiling"])
     header = "".join(f"{title:>10}" for _, title, _ in COLUMNS)
-    print(f"\n{'tree':<6}{header}  loadavg before -> after")
+    print(f"\n{'tree':<6}{header}   ckpt  loadavg before -> after")
     for tree, result in runs:
         cells = "".join(f"{float(result[key]):>10{spec}}" for key, _, spec in COLUMNS)
-        print(f"{tree:<6}{cells}  {result['load_before']} -> {result['load_after']}")
+        print(
+            f"{tree:<6}{cells}  {result['checkpoints']:>5}  "
+            f"{result['load_before']} -> {result['load_after']}"
+        )
     medians = {
         tree: {
             key: statistics.median(float(r[key]) for t, r in runs if t == tree)

@@ -4,6 +4,7 @@ document is generated from the same Structs that validate requests."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,13 +17,13 @@ from starlette.routing import Route
 from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS, Actor
 from evalkit.auth.oidc import looks_like_jwt, oidc_actor
-from evalkit.auth.tokens import AGENT_PREFIX
+from evalkit.auth.tokens import AGENT_PREFIX, token_digest
 from evalkit.db import Database
 from evalkit.edge.refusals import REFUSED, Refusal, refusal_for
 from evalkit.errors import BadRequest, TooLarge, Unauthorized
 from evalkit.model import api
 from evalkit.store.accounts import resolve_login_token
-from evalkit.store.agent_tokens import resolve_agent_token
+from evalkit.store.agent_tokens import ResolvedAgentToken, resolve_agent_token
 
 MAX_JSON_BODY = 8 * 2**20
 
@@ -38,6 +39,9 @@ class Call:
     body_limit: int = MAX_JSON_BODY
     token_id: int | None = None
     token_expires_at: Any = None
+    agent_token_unchecked: int | None = None
+    """The id of an agent token taken from an :class:`AgentTokenMemory`, until a query of
+    this request has checked that it is still valid."""
 
     async def payload(self) -> Any:
         """The request body decoded into the endpoint's declared type. Handlers call it after
@@ -114,20 +118,38 @@ class Endpoint:
             return refusal_response(refusal_for(exc))
 
 
-async def authenticate(call: Call) -> None:
-    """Resolve ``Authorization: Bearer <token>`` to an actor; no header leaves it anonymous."""
-    header = call.request.headers.get("authorization")
+def bearer_token(request: Request) -> str | None:
+    """The token of ``Authorization: Bearer <token>``; None when there is no such header."""
+    header = request.headers.get("authorization")
     if not header:
-        return
+        return None
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("the Authorization header must be 'Bearer <token>'", code="bad-token")
-    token = token.strip()
+    return token.strip()
+
+
+async def authenticate(call: Call, agent_tokens: AgentTokenMemory | None = None) -> None:
+    """Resolve ``Authorization: Bearer <token>`` to an actor; no header leaves it anonymous.
+
+    With ``agent_tokens``, an agent token this process resolved lately is taken from there
+    without asking the database: the caller must then check it before it answers (see
+    :class:`AgentTokenMemory`)."""
+    token = bearer_token(call.request)
+    if token is None:
+        return
     if token.startswith(AGENT_PREFIX):
         # An agent token acts for its agent only: the collector takes it, every other
         # route refuses it (access.require_user, and _serve below).
+        remembered = agent_tokens.get(token) if agent_tokens is not None else None
+        if remembered is not None:
+            call.actor = remembered.actor
+            call.agent_token_unchecked = remembered.token_id
+            return
         async with call.db.connection() as conn:
             agent = await resolve_agent_token(conn, token)
+        if agent_tokens is not None:
+            agent_tokens.put(token, agent)
         call.actor = agent.actor
         return
     if looks_like_jwt(token):
@@ -139,6 +161,51 @@ async def authenticate(call: Call) -> None:
     call.actor = resolved.actor
     call.token_id = resolved.token_id
     call.token_expires_at = resolved.expires_at
+
+
+@dataclass
+class AgentTokenMemory:
+    """The agent tokens one process resolved in the last ``seconds``, by digest.
+
+    For a route that an exporter calls many times a second (the collector), where asking the
+    database who a token is would cost a connection and a round trip each time. What it
+    remembers is only which agent a token names; that the token is still valid is checked
+    for every request all the same: inside the transaction that stores what the request
+    carries (the caller passes ``Call.agent_token_unchecked`` to it), or by
+    :func:`check_agent_token` when none ran. A revoked token is so refused at once, and an
+    entry older than ``seconds`` is resolved again, which also records the token's use."""
+
+    seconds: float
+    found: dict[bytes, tuple[float, ResolvedAgentToken]] = field(default_factory=dict)
+    limit: int = 10_000
+
+    def get(self, token: str) -> ResolvedAgentToken | None:
+        entry = self.found.get(token_digest(token))
+        if entry is None or entry[0] <= time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, token: str, resolved: ResolvedAgentToken) -> None:
+        if len(self.found) >= self.limit:
+            self.found.clear()
+        self.found[token_digest(token)] = (time.monotonic() + self.seconds, resolved)
+
+    def forget(self, token: str) -> None:
+        self.found.pop(token_digest(token), None)
+
+
+async def check_agent_token(call: Call, agent_tokens: AgentTokenMemory) -> None:
+    """Check against the database an agent token taken from ``agent_tokens`` that no
+    transaction of this request has checked (Unauthorized when it is no longer valid)."""
+    if call.agent_token_unchecked is None:
+        return
+    call.agent_token_unchecked = None
+    token = bearer_token(call.request)
+    assert token is not None
+    agent_tokens.forget(token)
+    async with call.db.connection() as conn:
+        resolved = await resolve_agent_token(conn, token)
+    agent_tokens.put(token, resolved)
 
 
 DRAIN_BYTES = 16 * 2**20

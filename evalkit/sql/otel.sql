@@ -24,9 +24,16 @@ SELECT evalkit_spans_partition_drop_before(%(cutoff)s::date) AS dropped;
 -- key order and sessions after, by the caller, so concurrent batches never deadlock. A
 -- trace's times and last_received_at are final here; its session and pending counts are
 -- written back after the size cap (trace_session_write_many). The agent is held first (as
--- agent_hold does): no row at all when it was deleted.
+-- agent_hold does): no row at all when it was deleted, nor when %(token_id)s (an agent token
+-- the edge took from memory, not null) was revoked since.
 WITH agent AS (
-    SELECT id FROM agents WHERE id = %(agent_id)s FOR KEY SHARE
+    SELECT a.id FROM agents a
+    WHERE a.id = %(agent_id)s
+      AND (%(token_id)s::bigint IS NULL OR EXISTS (
+          SELECT 1 FROM agent_tokens t
+          WHERE t.id = %(token_id)s AND t.agent_id = a.id AND t.revoked_at IS NULL
+      ))
+    FOR KEY SHARE OF a
 ),
 batch AS (
     SELECT decode(b.trace_id, 'hex') AS trace_id, b.session_id, b.first_span_at,

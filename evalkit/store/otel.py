@@ -201,8 +201,13 @@ async def ingest(
     max_session_bytes: int,
     received_at: datetime,
     exact: bool = False,
+    token_id: int | None = None,
 ) -> IngestResult:
     """Store a batch; call inside a transaction (see the module docstring).
+
+    ``token_id``, an agent token the caller has not checked, is checked by the statement
+    that holds the agent: when it was revoked nothing is stored, and the agent reads as
+    deleted (the caller then learns which from the token).
 
     A session whose size, as last committed, plus everything the batch could add stays
     within the cap is not locked before the spans are stored: its row is written once, at
@@ -237,10 +242,11 @@ async def ingest(
     rows = await conn.all(
         "trace_claim_many",
         agent_id=agent_id,
+        token_id=token_id,
         received_at=received_at,
         traces=_json.encode(batch).decode(),
     )
-    if not rows:  # every trace of the batch has a row, unless the agent is gone
+    if not rows:  # every trace of the batch has a row, unless the agent (or token) is gone
         raise _agent_deleted(agent_id)
 
     # 2. the spans stored already, in traces an earlier batch created; a span twice in this

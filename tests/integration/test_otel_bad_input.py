@@ -366,6 +366,36 @@ def test_who_sends_for_which_agent(small_server, tokens):
     assert status_of(r)[1].startswith(f"this agent token (id {token_id}) was revoked")
 
 
+def test_a_remembered_agent_token_is_checked_on_every_request(small_server, tokens):
+    """The edge remembers which agent a token names, but not that the token is valid: once
+    it is revoked (or its agent deleted), its next request is refused whatever it carries,
+    and nothing of it is stored."""
+    admin, _ = tokens
+    body = protobuf_body(one_session())
+    other = protobuf_body(one_session())  # new trace and span ids: nothing to deduplicate
+    cases = [(other, PB), (b"", PB), (b"\xff not protobuf", PB), (other, {"Content-Type": "x/y"})]
+    for content, headers in cases:
+        agent = mint(small_server, admin, "admin")
+        r = api(small_server, agent, "POST", TRACES, content=body, headers=PB)
+        assert r.status_code == 200  # the edge now remembers the token
+        stored = stored_spans(small_server)
+        with psycopg.connect(small_server.db_url) as conn:
+            token_id = conn.execute("SELECT max(id) FROM agent_tokens").fetchone()[0]
+        assert api(small_server, admin, "POST", f"/api/tokens/{token_id}/revoke").is_success
+        r = api(small_server, agent, "POST", TRACES, content=content, headers=headers)
+        assert r.status_code == 401, content
+        message = r.json()["error"]["message"] if headers is not PB else status_of(r)[1]
+        assert message.startswith(f"this agent token (id {token_id}) was revoked")
+        assert stored_spans(small_server) == stored
+
+    agent = mint(small_server, admin, "admin")
+    assert api(small_server, agent, "POST", TRACES, content=body, headers=PB).status_code == 200
+    assert api(small_server, admin, "DELETE", "/api/workspaces/admin/agents/bot").is_success
+    r = api(small_server, agent, "POST", TRACES, content=other, headers=PB)
+    assert r.status_code == 401
+    assert status_of(r)[1].startswith("the agent token is not valid (was its agent deleted?)")
+
+
 def test_busy_collector_answers_429_with_retry_after(small_server, tokens):
     body = protobuf_body(one_session())
 

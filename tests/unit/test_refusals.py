@@ -133,7 +133,7 @@ async def _api(exc: Exception) -> Response:
 
 
 async def _collector(exc: Exception, media: str, monkeypatch: pytest.MonkeyPatch) -> Response:
-    async def as_a_user(call: object) -> None:
+    async def as_a_user(call: object, agent_tokens: object = None) -> None:
         call.actor = Actor(user_id=1, username="u")  # type: ignore[attr-defined]
 
     monkeypatch.setattr(otel, "authenticate", as_a_user)

@@ -29,7 +29,14 @@ from starlette.responses import Response
 from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS
 from evalkit.db import Database
-from evalkit.edge.endpoint import Call, Endpoint, authenticate, drain
+from evalkit.edge.endpoint import (
+    AgentTokenMemory,
+    Call,
+    Endpoint,
+    authenticate,
+    check_agent_token,
+    drain,
+)
 from evalkit.edge.refusals import REFUSED, Refusal, refusal_for
 from evalkit.errors import (
     ApiError,
@@ -169,16 +176,28 @@ class CollectorEndpoint(Endpoint):
 
     async def _serve(self, request: Request) -> Response:
         encoding = request_encoding(request)
+        call = Call(request=request, actor=ANONYMOUS, db=request.app.state.db)
+        tokens = agent_tokens(request)
         try:
-            call = Call(request=request, actor=ANONYMOUS, db=request.app.state.db)
-            await authenticate(call)
-            access.require_authenticated(call.actor)
-            return await self.handler(call)  # type: ignore[no-any-return]
+            try:
+                await authenticate(call, tokens)
+                access.require_authenticated(call.actor)
+                response: Response = await self.handler(call)
+            except REFUSED:
+                await check_agent_token(call, tokens)  # a revoked token's 401 comes first
+                raise
+            await check_agent_token(call, tokens)  # when no batch was stored to check it
+            return response
         except REFUSED as exc:  # 409 too: the agent deleted while its batch was stored
             return refusal_response(encoding, refusal_for(exc))
         except ClientDisconnect:  # nobody reads the answer
             return Response(status_code=400)
 
+
+TOKEN_MEMORY_SECONDS = 60.0
+"""How long an edge process remembers which agent an agent token names (each batch still
+checks the token in its own transaction; see AgentTokenMemory). agent_token_resolve records a
+token's use at most once a minute, so this loses none of it."""
 
 MAPPING_TTL_SECONDS = 5.0
 """How long an agent's session attribute names are reused before the mapping is read again
@@ -219,6 +238,15 @@ class Collector:
         async with db.connection() as conn:
             await store.ensure_partition(conn, day)
         self.days.add(day)
+
+
+def agent_tokens(request: Request) -> AgentTokenMemory:
+    """This process's memory of the agent tokens the collector resolved lately."""
+    state = request.app.state
+    found = getattr(state, "collector_agent_tokens", None)
+    if found is None:
+        found = state.collector_agent_tokens = AgentTokenMemory(TOKEN_MEMORY_SECONDS)
+    return found  # type: ignore[no-any-return]
 
 
 def collector(call: Call) -> Collector:
@@ -427,10 +455,12 @@ async def _store_once(
             max_session_bytes=settings.max_session_bytes,
             received_at=received_at,
             exact=exact,
+            token_id=call.agent_token_unchecked,
         )
         # Only a session a run waits on needs its settle job now: a run that reaches
         # collecting later queues one itself (evalkit.runs.engine.record).
         await defer_settles(conn, agent_id, result.waiting, settings.settle_seconds)
+    call.agent_token_unchecked = None  # the batch's transaction checked it
     return result
 
 
