@@ -14,7 +14,11 @@ a span) from 8 concurrent clients. It prints:
   process) spent per batch (user + system, from /proc): less sensitive to other work on
   the machine than the rates;
 - in the same run, the rate of a raw binary COPY of the same rows into the same table (one
-  COPY per batch on one connection, no dedupe, no sessions): the ceiling;
+  COPY per batch on one connection, no dedupe, no sessions): the ceiling. The measured
+  batches are split into ``--chunks`` chunks, each posted and then COPYed (COPYed first in
+  every other chunk), each phase right after a CHECKPOINT: a two-core machine whose speed
+  drifts by half from one minute to the next then moves both sides of the ratio together,
+  and the full-page writes after a checkpoint do not fall by chance on one side;
 
 and the ratios against the targets (issue 19: 0.70 of the ceiling, p99 100 ms, RSS 200 MB).
 With ``--against DIR`` it runs an old tree (its own migrations on its own fresh database,
@@ -39,9 +43,9 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -246,25 +250,6 @@ async def poster(kind: str, concurrency: int) -> AsyncIterator[Poster]:
         yield post_http1
 
 
-async def warm_then_measure(
-    url: str,
-    token: str,
-    warmup: list[bytes],
-    measured: list[bytes],
-    concurrency: int,
-    before_measuring: Callable[[], None],
-    client: str,
-) -> tuple[float, list[float]]:
-    """Post the warm-up batches, call ``before_measuring``, then post the measured ones on
-    the same connections: an exporter keeps its connection, so the measured batches hold
-    neither the connections' set-up nor the server's spreading of new clients over its
-    processes (both done in the warm-up)."""
-    async with poster(client, concurrency) as post:
-        await post_all(post, url, token, warmup, concurrency)
-        before_measuring()
-        return await post_all(post, url, token, measured, concurrency)
-
-
 def cpu_by_pid(pids: list[int]) -> dict[int, float]:
     return {pid: cpu_seconds([pid]) for pid in pids}
 
@@ -334,10 +319,10 @@ def checkpoints_so_far(db_url: str) -> int:
     return int(row[0]) if row else 0
 
 
-def raw_copy_rate(db_url: str, batches: list[bytes], pgdata: Path) -> tuple[float, float]:
+def raw_copy(db_url: str, batches: list[bytes], pgdata: Path) -> tuple[float, int, float]:
     """Binary COPY of the same rows (decoded outside the timer) into spans, one COPY per
     batch on one connection: what the table takes with no dedupe and no session work.
-    Rows per second, and the CPU seconds the database's processes spent meanwhile."""
+    The seconds it took, the rows, and the CPU seconds the database's processes spent."""
     spent = 0.0
     rows = 0
     with psycopg.connect(db_url, autocommit=True) as conn:
@@ -358,7 +343,31 @@ def raw_copy_rate(db_url: str, batches: list[bytes], pgdata: Path) -> tuple[floa
             spent += time.perf_counter() - began
             rows += len(spans)
         cpu = cpu_seconds(database_pids) - cpu_before
-    return rows / spent, cpu
+    return spent, rows, cpu
+
+
+def split(items: list[bytes], parts: int) -> list[list[bytes]]:
+    size = -(-len(items) // max(1, parts))
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+@dataclass
+class Totals:
+    """What the measured chunks of one run add up to: the collector's phases, and the raw
+    COPY's."""
+
+    edge: dict[int, float]
+    """CPU seconds by edge process."""
+    ingest_seconds: float = 0.0
+    persisted: int = 0
+    latencies: list[float] = field(default_factory=list)
+    database: float = 0.0
+    client: float = 0.0
+    ingest_checkpoints: int = 0
+    copy_seconds: float = 0.0
+    copy_rows: int = 0
+    copy_database: float = 0.0
+    copy_checkpoints: int = 0
 
 
 def migrate_tree(db_url: str, tree: Path) -> None:
@@ -434,62 +443,76 @@ def run_once(
         load_before = loadavg()
         traces = f"{url}/api/otel/v1/traces"
         edge_pids = [edge.pid, *children_of(edge.pid)]
-        before: dict[str, Any] = {}
+        totals = Totals(edge=dict.fromkeys(edge_pids, 0.0))
 
-        def take_before() -> None:
+        async def ingest(post: Poster, chunk: list[bytes]) -> None:
             checkpoint(db_url)
-            before["checkpoints"] = checkpoints_so_far(db_url)
-            before["spans"] = count_spans(db_url, agent_id)
-            before["edge"] = cpu_by_pid(edge_pids)
-            before["database"] = cpu_by_pid(postgres_pids(cluster.pgdata))
-            before["client"] = cpu_seconds([os.getpid()])
+            checkpoints = checkpoints_so_far(db_url)
+            spans = count_spans(db_url, agent_id)
+            edge_cpu = cpu_by_pid(edge_pids)
+            database_cpu = cpu_by_pid(postgres_pids(cluster.pgdata))
+            client_cpu = cpu_seconds([os.getpid()])
+            elapsed, latencies = await post_all(post, traces, agent_token, chunk, args.concurrency)
+            totals.ingest_seconds += elapsed
+            totals.latencies += latencies
+            for pid, cpu in cpu_by_pid(edge_pids).items():
+                totals.edge[pid] += cpu - edge_cpu[pid]
+            totals.database += database_cpu_since(cluster.pgdata, database_cpu)
+            totals.client += cpu_seconds([os.getpid()]) - client_cpu
+            totals.persisted += count_spans(db_url, agent_id) - spans
+            totals.ingest_checkpoints += checkpoints_so_far(db_url) - checkpoints
 
-        elapsed, latencies = asyncio.run(
-            warm_then_measure(
-                traces,
-                agent_token,
-                batches[: args.warmup],
-                batches[args.warmup :],
-                args.concurrency,
-                take_before,
-                args.client,
+        def copy(chunk: list[bytes]) -> None:
+            checkpoint(db_url)
+            checkpoints = checkpoints_so_far(db_url)
+            seconds, rows, cpu = raw_copy(db_url, chunk, cluster.pgdata)
+            totals.copy_seconds += seconds
+            totals.copy_rows += rows
+            totals.copy_database += cpu
+            totals.copy_checkpoints += checkpoints_so_far(db_url) - checkpoints
+
+        async def measure() -> None:
+            """The warm-up, then each chunk posted and COPYed in turn (the COPY first in
+            every other chunk), so that both see the machine in the same state."""
+            async with poster(args.client, args.concurrency) as post:
+                await post_all(post, traces, agent_token, batches[: args.warmup], args.concurrency)
+                for n, chunk in enumerate(split(batches[args.warmup :], args.chunks)):
+                    if n % 2:
+                        copy(chunk)
+                    await ingest(post, chunk)
+                    if not n % 2:
+                        copy(chunk)
+
+        asyncio.run(measure())
+        cpu = {
+            name: seconds / args.batches * 1000
+            for name, seconds in (
+                ("edge", sum(totals.edge.values())),
+                ("database", totals.database),
+                ("client", totals.client),
+                ("copy", totals.copy_database),
             )
-        )
-        edge_before, database_before = before["edge"], before["database"]
-        client_before = before["client"]
-        edge_split = [cpu - edge_before[pid] for pid, cpu in cpu_by_pid(edge_pids).items()]
-        spent = {
-            "edge": sum(edge_split),
-            "database": database_cpu_since(cluster.pgdata, database_before),
-            "client": cpu_seconds([os.getpid()]) - client_before,
         }
-        cpu = {name: seconds / args.batches * 1000 for name, seconds in spent.items()}
-        persisted = count_spans(db_url, agent_id) - before["spans"]
         expected = args.batches * BATCH
-        if persisted != expected:
-            raise SystemExit(f"expected {expected} spans in the database, found {persisted}")
+        if totals.persisted != expected:
+            raise SystemExit(f"expected {expected} spans in the database, found {totals.persisted}")
         rss_each = [peak_rss_mb(pid) for pid in edge_pids]
-        latencies.sort()
-        run_checkpoints = checkpoints_so_far(db_url) - before["checkpoints"]
-        checkpoint(db_url)
-        copy_began = checkpoints_so_far(db_url)
-        ceiling, copy_cpu = raw_copy_rate(db_url, batches[args.warmup :], cluster.pgdata)
-        copy_checkpoints = checkpoints_so_far(db_url) - copy_began
+        latencies = sorted(totals.latencies)
         return {
-            "rate": persisted / elapsed,
-            "ceiling": ceiling,
+            "rate": totals.persisted / totals.ingest_seconds,
+            "ceiling": totals.copy_rows / totals.copy_seconds,
             "p50": statistics.median(latencies) * 1000,
             "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
             "rss": max(rss_each),
             "rss_total": sum(rss_each),
             "pss_total": sum(pss_mb(pid) for pid in edge_pids),
             "edge_processes": len(edge_pids),
-            "edge_split": " / ".join(f"{cpu:.1f}" for cpu in edge_split),
+            "edge_split": " / ".join(f"{cpu:.1f}" for cpu in totals.edge.values()),
             "edge_cpu": cpu["edge"],
             "database_cpu": cpu["database"],
             "client_cpu": cpu["client"],
-            "copy_cpu": copy_cpu / args.batches * 1000,
-            "checkpoints": f"{run_checkpoints}/{copy_checkpoints}",
+            "copy_cpu": cpu["copy"],
+            "checkpoints": f"{totals.ingest_checkpoints}/{totals.copy_checkpoints}",
             "load_before": load_before,
             "load_after": loadavg(),
         }
@@ -597,6 +620,13 @@ def main() -> None:
         help="batches posted before the measured ones, on the same connections",
     )
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--chunks",
+        type=int,
+        default=4,
+        help="the measured batches are posted and COPYed in this many chunks, in turn, so "
+        "that the collector and its ceiling meet the same state of a noisy machine",
+    )
     parser.add_argument(
         "--against",
         type=Path,
