@@ -146,11 +146,7 @@ async def authenticate(call: Call, agent_tokens: AgentTokenMemory | None = None)
             call.actor = remembered.actor
             call.agent_token_unchecked = remembered.token_id
             return
-        async with call.db.connection() as conn:
-            agent = await resolve_agent_token(conn, token)
-        if agent_tokens is not None:
-            agent_tokens.put(token, agent)
-        call.actor = agent.actor
+        call.actor = (await _resolve_agent_token(call, token, agent_tokens)).actor
         return
     if looks_like_jwt(token):
         # An identity provider's access token (a machine client's, from client credentials).
@@ -203,9 +199,19 @@ async def check_agent_token(call: Call, agent_tokens: AgentTokenMemory) -> None:
     token = bearer_token(call.request)
     assert token is not None
     agent_tokens.forget(token)
+    await _resolve_agent_token(call, token, agent_tokens)
+
+
+async def _resolve_agent_token(
+    call: Call, token: str, agent_tokens: AgentTokenMemory | None
+) -> ResolvedAgentToken:
+    """The agent token resolved by the database (Unauthorized when it is not valid), and
+    remembered in ``agent_tokens`` when given."""
     async with call.db.connection() as conn:
         resolved = await resolve_agent_token(conn, token)
-    agent_tokens.put(token, resolved)
+    if agent_tokens is not None:
+        agent_tokens.put(token, resolved)
+    return resolved
 
 
 DRAIN_BYTES = 16 * 2**20
