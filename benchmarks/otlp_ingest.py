@@ -309,13 +309,10 @@ def checkpoint(db_url: str) -> None:
 
 
 def checkpoints_so_far(db_url: str) -> int:
-    """Checkpoints the cluster has begun (timed or requested, CHECKPOINT commands included)."""
+    """Checkpoints the cluster has begun (timed or requested, CHECKPOINT commands included;
+    pg_stat_checkpointer: PostgreSQL 17 and later, as the embedded cluster is)."""
     with psycopg.connect(db_url) as conn:
-        if conn.info.server_version >= 170000:
-            query = "SELECT num_timed + num_requested FROM pg_stat_checkpointer"
-        else:
-            query = "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
-        row = conn.execute(query).fetchone()
+        row = conn.execute("SELECT num_timed + num_requested FROM pg_stat_checkpointer").fetchone()
     return int(row[0]) if row else 0
 
 
@@ -448,7 +445,6 @@ def run_once(
         async def ingest(post: Poster, chunk: list[bytes]) -> None:
             checkpoint(db_url)
             checkpoints = checkpoints_so_far(db_url)
-            spans = count_spans(db_url, agent_id)
             edge_cpu = cpu_by_pid(edge_pids)
             database_cpu = cpu_by_pid(postgres_pids(cluster.pgdata))
             client_cpu = cpu_seconds([os.getpid()])
@@ -459,7 +455,6 @@ def run_once(
                 totals.edge[pid] += cpu - edge_cpu[pid]
             totals.database += database_cpu_since(cluster.pgdata, database_cpu)
             totals.client += cpu_seconds([os.getpid()]) - client_cpu
-            totals.persisted += count_spans(db_url, agent_id) - spans
             totals.ingest_checkpoints += checkpoints_so_far(db_url) - checkpoints
 
         def copy(chunk: list[bytes]) -> None:
@@ -476,12 +471,14 @@ def run_once(
             every other chunk), so that both see the machine in the same state."""
             async with poster(args.client, args.concurrency) as post:
                 await post_all(post, traces, agent_token, batches[: args.warmup], args.concurrency)
+                warmed_up = count_spans(db_url, agent_id)
                 for n, chunk in enumerate(split(batches[args.warmup :], args.chunks)):
                     if n % 2:
                         copy(chunk)
                     await ingest(post, chunk)
                     if not n % 2:
                         copy(chunk)
+                totals.persisted = count_spans(db_url, agent_id) - warmed_up  # COPY's: agent -1
 
         asyncio.run(measure())
         cpu = {
