@@ -22,8 +22,9 @@ SELECT evalkit_spans_partition_drop_before(%(cutoff)s::date) AS dropped;
 -- already be stored (span_find_stored, run after this statement: a batch that waited here
 -- for a concurrent one's lock on a trace sees what that one stored). Traces are locked in
 -- key order and sessions after, by the caller, so concurrent batches never deadlock. A
--- trace's times and last_received_at are final here; its session and pending counts are
--- written back after the size cap (trace_session_write_many). The agent is held first (as
+-- trace's times and last_received_at are final here (returned only for a trace that was or
+-- stays without its root: the caller needs them for no other); its session and pending
+-- counts are written back after the size cap (trace_session_write_many). The agent is held first (as
 -- agent_hold does): no row at all when it was deleted, nor when %(token_id)s (an agent token
 -- the edge took from memory, not null) was revoked since.
 WITH agent AS (
@@ -59,7 +60,9 @@ traces AS (
 )
 SELECT t.trace_id, coalesce(t.session_id, b.session_id) AS session_id,
        t.session_id IS NULL AND b.session_id IS NOT NULL AS root_now,
-       t.pending_spans, t.pending_bytes, t.first_span_at, t.last_span_at,
+       t.pending_spans, t.pending_bytes,
+       CASE WHEN t.session_id IS NULL THEN t.first_span_at END AS first_span_at,
+       CASE WHEN t.session_id IS NULL THEN t.last_span_at END AS last_span_at,
        t.first_received_at <> %(received_at)s AS earlier,
        (SELECT s.bytes FROM sessions s
         WHERE s.agent_id = %(agent_id)s
@@ -251,8 +254,9 @@ DELETE FROM sessions WHERE last_received_at < %(cutoff)s;
 -- (the root came, or it is still waiting for it) and the batch's sessions, created when new
 -- (in key order), with the spans, bytes and refusals added and the times widened; each row
 -- found through its primary key (upserts, so the cost does not grow with the agent's stored
--- traces and sessions). Returns each session's new size and whether a run of the agent waits
--- on it (state collecting: it gets a settle job). Times are RFC 3339 text.
+-- traces and sessions). Returns, of the sessions over %(max_session_bytes)s or that a run of
+-- the agent waits on (state collecting: each gets a settle job), the new size and whether a
+-- run waits; the rest, nearly always all, need nothing more. Times are RFC 3339 text.
 WITH traces AS (
     INSERT INTO trace_sessions AS t (agent_id, trace_id, session_id, pending_spans,
                                      pending_bytes)
@@ -287,10 +291,14 @@ sessions AS (
         last_received_at = EXCLUDED.last_received_at
     RETURNING s.session_id, s.bytes
 )
-SELECT s.session_id, s.bytes,
-       EXISTS (
-           SELECT 1 FROM runs r
-           WHERE r.agent_id = %(agent_id)s AND r.session_id = s.session_id
-             AND r.state = 'collecting'
-       ) AS waiting
-FROM sessions s;
+SELECT w.session_id, w.bytes, w.waiting
+FROM (
+    SELECT s.session_id, s.bytes,
+           EXISTS (
+               SELECT 1 FROM runs r
+               WHERE r.agent_id = %(agent_id)s AND r.session_id = s.session_id
+                 AND r.state = 'collecting'
+           ) AS waiting
+    FROM sessions s
+) AS w
+WHERE w.waiting OR w.bytes > %(max_session_bytes)s;

@@ -381,6 +381,7 @@ async def ingest(
         "trace_session_write_many",
         agent_id=agent_id,
         received_at=received_at,
+        max_session_bytes=max_session_bytes,
         traces=_json.encode(traces).decode(),
         sessions=_json.encode(
             [
