@@ -1,9 +1,7 @@
 """Stored spans, sessions and the span partitions.
 
-:func:`ingest` writes OTLP batches (one, or several that arrived together) inside the
-caller's transaction, in two statements and a COPY (more when a trace was seen before, or a
-session nears its size cap): several batches cost one transaction's round trips, not one
-each, and each still gets its own answer.
+:func:`ingest` writes one OTLP batch inside the caller's transaction, in two statements and
+a COPY (more when a trace was seen before, or a session nears its size cap):
 
 1. ``trace_claim_many`` creates or locks the batch's traces: a trace whose session is known
    keeps it; a trace whose root span is in the batch takes the root's session (its spans
@@ -106,22 +104,15 @@ async def drop_old_partitions(conn: Conn, today: date, retention_days: int) -> l
 
 @dataclass
 class IngestResult:
-    """What became of one batch's spans."""
-
     stored: int = 0
     duplicates: int = 0
     refused: int = 0
     """Spans refused because their session (or pending trace) reached the size cap."""
     refused_sessions: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Ingested:
-    batches: list[IngestResult]
-    """Each batch's outcome, in the order given."""
+    touched: list[str] = field(default_factory=list)
+    """Sessions that changed."""
     waiting: list[str] = field(default_factory=list)
-    """Sessions the batches changed that a run of the agent waits on: each gets a settle
-    job."""
+    """Sessions among them that a run of the agent waits on: each gets a settle job."""
 
 
 def session_of_span(span: Incoming, names: list[str]) -> str | None:
@@ -174,13 +165,11 @@ def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True)
 class _Bucket:
     """A session, or a trace still waiting for its root: what it holds and what it gains."""
 
     bytes: int
-    session_id: str | None = None
-    """None for a trace waiting for its root."""
     spans: int = 0
     added_bytes: int = 0
     rejected: int = 0
@@ -206,16 +195,15 @@ class OverCap(Exception):
 async def ingest(
     conn: Conn,
     agent_id: int,
-    batches: list[list[Incoming]],
+    spans: list[Incoming],
     *,
     session_names: list[str],
     max_session_bytes: int,
     received_at: datetime,
     exact: bool = False,
     token_id: int | None = None,
-) -> Ingested:
-    """Store batches, as one; call inside a transaction (see the module docstring). A span
-    that two of them carry is stored for the first and a duplicate of the second.
+) -> IngestResult:
+    """Store a batch; call inside a transaction (see the module docstring).
 
     ``token_id``, an agent token the caller has not checked, is checked by the statement
     that holds the agent: when it was revoked nothing is stored, and the agent reads as
@@ -226,17 +214,16 @@ async def ingest(
     the end, and its lock held only until the commit. Should a concurrent batch have taken
     it over the cap meanwhile, :class:`OverCap` is raised: roll back and call again with
     ``exact=True``, which locks every session of the batch first."""
-    results = [IngestResult() for _ in batches]
-    if not any(batches):
-        return Ingested(results)
+    result = IngestResult()
+    if not spans:
+        return result
     by_trace: dict[bytes, list[Incoming]] = {}
-    for spans in batches:
-        for span in spans:
-            group = by_trace.get(span.trace_id)
-            if group is None:
-                by_trace[span.trace_id] = [span]
-            else:
-                group.append(span)
+    for span in spans:
+        group = by_trace.get(span.trace_id)
+        if group is None:
+            by_trace[span.trace_id] = [span]
+        else:
+            group.append(span)
 
     # 1. create or lock the traces. A trace's times are those of all its spans here (a span
     # refused by the cap below still widens them).
@@ -297,7 +284,7 @@ async def ingest(
         session_id = row["session_id"]
         if session_id is None:
             bucket = pending[trace_id] = _Bucket(
-                row["pending_bytes"],
+                bytes=row["pending_bytes"],
                 spans=row["pending_spans"],
                 first=row["first_span_at"],
                 last=row["last_span_at"],
@@ -306,7 +293,7 @@ async def ingest(
             bucket = sessions.get(session_id)  # type: ignore[assignment]
             if bucket is None:
                 bucket = sessions[session_id] = _Bucket(
-                    locked.get(session_id, row["session_bytes"] or 0), session_id
+                    bytes=locked.get(session_id, row["session_bytes"] or 0)
                 )
             if row["root_now"]:
                 moved = row["pending_bytes"]
@@ -322,39 +309,35 @@ async def ingest(
     # 4. the size cap: a span that would take its session (or pending trace) over it is
     # refused (an unlocked session cannot reach it here)
     accepted: list[Incoming] = []
+    refused: list[Incoming] = []
     times: dict[bytes, list[int]] = {}
-    for spans, result in zip(batches, results, strict=True):
-        refused_in: set[_Bucket] = set()
-        for span in spans:
-            trace_id = span.trace_id
-            key = trace_id + span.span_id
-            if key in seen:
-                result.duplicates += 1
-                continue
-            seen.add(key)
-            bucket = bucket_of[trace_id]
-            bucket.changed = True
-            size = span.size
-            if bucket.bytes + size > max_session_bytes:
-                bucket.rejected += 1
-                bucket.truncated = True
-                result.refused += 1
-                refused_in.add(bucket)
-                continue
-            bucket.bytes += size
-            bucket.added_bytes += size
-            bucket.spans += 1
-            span_times = times.get(trace_id)
-            if span_times is None:
-                times[trace_id] = [span.start_ns, span.end_ns]
-            else:
-                if span.start_ns < span_times[0]:
-                    span_times[0] = span.start_ns
-                if span.end_ns > span_times[1]:
-                    span_times[1] = span.end_ns
-            result.stored += 1
-            accepted.append(span)
-        result.refused_sessions = _refused_sessions(refused_in)
+    for span in spans:
+        trace_id = span.trace_id
+        key = trace_id + span.span_id
+        if key in seen:
+            result.duplicates += 1
+            continue
+        seen.add(key)
+        bucket = bucket_of[trace_id]
+        bucket.changed = True
+        size = span.size
+        if bucket.bytes + size > max_session_bytes:
+            bucket.rejected += 1
+            bucket.truncated = True
+            refused.append(span)
+            continue
+        bucket.bytes += size
+        bucket.added_bytes += size
+        bucket.spans += 1
+        span_times = times.get(trace_id)
+        if span_times is None:
+            times[trace_id] = [span.start_ns, span.end_ns]
+        else:
+            if span.start_ns < span_times[0]:
+                span_times[0] = span.start_ns
+            if span.end_ns > span_times[1]:
+                span_times[1] = span.end_ns
+        accepted.append(span)
     if accepted:
         await _copy_spans(conn, agent_id, accepted, received_at)
 
@@ -403,16 +386,14 @@ async def ingest(
         session_id = row["session_id"]
         if session_id not in locked and row["bytes"] > max_session_bytes:
             raise OverCap(session_id)
-    return Ingested(results, sorted(row["session_id"] for row in written if row["waiting"]))
-
-
-def _refused_sessions(buckets: set[_Bucket]) -> list[str]:
-    """The sessions a batch had spans refused in, by id; the traces still waiting for their
-    root, if any, last."""
-    found = sorted(b.session_id for b in buckets if b.session_id is not None)
-    if any(b.session_id is None for b in buckets):
-        found.append("(traces whose root span has not arrived)")
-    return found
+    result.waiting = sorted(row["session_id"] for row in written if row["waiting"])
+    result.stored = len(accepted)
+    result.refused = len(refused)
+    result.refused_sessions = sorted(s for s, b in sessions.items() if b.rejected)
+    result.touched = sorted(s for s, b in sessions.items() if b.changed)
+    if any(b.rejected for b in pending.values()):
+        result.refused_sessions.append("(traces whose root span has not arrived)")
+    return result
 
 
 def _agent_deleted(agent_id: int) -> Conflict:

@@ -97,10 +97,9 @@ def spans(seed: int, *, with_root: bool) -> list[Incoming]:
 
 
 async def ingest(conn: Conn, agent_id: int, batch: list[Incoming]) -> store.IngestResult:
-    ingested = await store.ingest(
-        conn, agent_id, [batch], session_names=NAMES, max_session_bytes=CAP, received_at=NOW
+    return await store.ingest(
+        conn, agent_id, batch, session_names=NAMES, max_session_bytes=CAP, received_at=NOW
     )
-    return ingested.batches[0]
 
 
 async def settle(conn: Conn, agent_id: int, trace_id: bytes) -> store.OrphanOutcome | None:

@@ -6,10 +6,6 @@ trace export, 401/403/404 for who is sending and for which agent, 413 over
 ``otel.max_batch_bytes`` (also after decompression), 415 for other content types and
 encodings, 429 when every ingest slot is busy and 503 when the database does not answer
 (both with Retry-After). The 200 is sent after the batch is committed.
-
-Batches for one agent that arrive while one of its batches is being written wait, then are
-written together, in one transaction (:mod:`evalkit.edge.group_commit`): under load they
-share its round trips and its commit.
 """
 
 from __future__ import annotations
@@ -41,7 +37,6 @@ from evalkit.edge.endpoint import (
     check_agent_token,
     drain,
 )
-from evalkit.edge.group_commit import GroupCommit
 from evalkit.edge.refusals import REFUSED, Refusal, refusal_for
 from evalkit.errors import (
     ApiError,
@@ -54,7 +49,7 @@ from evalkit.errors import (
 from evalkit.jobs.queue import defer_settles
 from evalkit.model import otel as wire
 from evalkit.model.names import parse_ref, whole_number
-from evalkit.otel.otlp import Decoded, Incoming, NotTraces, decode_json, decode_protobuf
+from evalkit.otel.otlp import Decoded, NotTraces, decode_json, decode_protobuf
 from evalkit.store import otel as store
 from evalkit.store.agents import AgentRow, get_agent, get_agent_by_id
 from evalkit.store.workspaces import get_workspace
@@ -204,27 +199,17 @@ TOKEN_MEMORY_SECONDS = 60.0
 checks the token in its own transaction; see AgentTokenMemory). agent_token_resolve records a
 token's use at most once a minute, so this loses none of it."""
 
-GROUP_MAX_SPANS = 4096
-"""The most spans that batches written together may hold (a batch with more is written
-alone): enough for the batches that arrive while one is written to share a transaction,
-few enough that none waits long for a group's COPY."""
-
 MAPPING_TTL_SECONDS = 5.0
 """How long an agent's session attribute names are reused before the mapping is read again
 (a newly activated mapping applies to batches at most this much later)."""
 
 
-_Groups = GroupCommit[tuple[int, int | None], list[Incoming], store.IngestResult]
-
-
 @dataclass
 class Collector:
-    """Per-process collector state: the ingest slots, the batches being written together,
-    the partitions known to exist, and each agent's session attribute names, read from its
-    active mapping."""
+    """Per-process collector state: the ingest slots, the partitions known to exist, and
+    each agent's session attribute names, read from its active mapping."""
 
     slots: asyncio.Semaphore
-    groups: _Groups = field(default_factory=lambda: _Groups(GROUP_MAX_SPANS))
     days: set[date] = field(default_factory=set)
     names: dict[int, tuple[float, list[str]]] = field(default_factory=dict)
 
@@ -426,16 +411,13 @@ async def otel_traces(call: Call) -> Response:
             raise BadRequest(str(exc), code="not-traces") from None
         result = store.IngestResult()
         if decoded.spans:
-            # A group shares its transaction's token check: only batches that need the
-            # same one (or none) are written together.
-            token_id = call.agent_token_unchecked
-            result = await state.groups.write(
-                (agent_id, token_id),
-                decoded.spans,
-                len(decoded.spans),
-                lambda batches: _store(call, state, agent_id, token_id, batches),
-            )
-            call.agent_token_unchecked = None  # the batch's transaction checked it
+            received_at = datetime.now(UTC)
+            try:
+                await state.ensure_day(call.db, received_at.date())
+                result = await _store(call, state, agent_id, decoded, received_at)
+            except DatabaseError:
+                state.days.clear()  # a missing partition is created on the next batch
+                raise
     finally:
         state.slots.release()
     rejected = decoded.refused + result.refused
@@ -445,58 +427,41 @@ async def otel_traces(call: Call) -> Response:
 
 
 async def _store(
-    call: Call,
-    state: Collector,
-    agent_id: int,
-    token_id: int | None,
-    batches: list[list[Incoming]],
-) -> list[store.IngestResult]:
-    """Write the agent's batches in one transaction; ``token_id``, when not None, is the
-    agent token they came with, not checked yet."""
-    received_at = datetime.now(UTC)
+    call: Call, state: Collector, agent_id: int, decoded: Decoded, received_at: datetime
+) -> store.IngestResult:
     try:
-        await state.ensure_day(call.db, received_at.date())
-        try:
-            ingested = await _store_once(
-                call, state, agent_id, token_id, batches, received_at, exact=False
-            )
-        except store.OverCap:  # a concurrent batch took a session to the cap: count exactly
-            ingested = await _store_once(
-                call, state, agent_id, token_id, batches, received_at, exact=True
-            )
-    except DatabaseError:
-        state.days.clear()  # a missing partition is created on the next batch
-        raise
-    return ingested.batches
+        return await _store_once(call, state, agent_id, decoded, received_at, exact=False)
+    except store.OverCap:  # a concurrent batch took a session to the cap: count exactly
+        return await _store_once(call, state, agent_id, decoded, received_at, exact=True)
 
 
 async def _store_once(
     call: Call,
     state: Collector,
     agent_id: int,
-    token_id: int | None,
-    batches: list[list[Incoming]],
+    decoded: Decoded,
     received_at: datetime,
     *,
     exact: bool,
-) -> store.Ingested:
+) -> store.IngestResult:
     settings = call.settings.otel
     names = await state.cached_session_names(call.db, agent_id)
     async with call.db.pipelined_transaction() as conn:
-        ingested = await store.ingest(
+        result = await store.ingest(
             conn,
             agent_id,
-            batches,
+            decoded.spans,
             session_names=names,
             max_session_bytes=settings.max_session_bytes,
             received_at=received_at,
             exact=exact,
-            token_id=token_id,
+            token_id=call.agent_token_unchecked,
         )
         # Only a session a run waits on needs its settle job now: a run that reaches
         # collecting later queues one itself (evalkit.runs.engine.record).
-        await defer_settles(conn, agent_id, ingested.waiting, settings.settle_seconds)
-    return ingested
+        await defer_settles(conn, agent_id, result.waiting, settings.settle_seconds)
+    call.agent_token_unchecked = None  # the batch's transaction checked it
+    return result
 
 
 async def otel_target(call: Call) -> wire.CollectorTarget:
