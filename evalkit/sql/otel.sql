@@ -22,11 +22,11 @@ SELECT evalkit_spans_partition_drop_before(%(cutoff)s::date) AS dropped;
 -- already be stored (span_find_stored, run after this statement: a batch that waited here
 -- for a concurrent one's lock on a trace sees what that one stored). Traces are locked in
 -- key order and sessions after, by the caller, so concurrent batches never deadlock. A
--- trace's times and last_received_at are final here (returned only for a trace that was or
--- stays without its root: the caller needs them for no other); its session and pending
--- counts are written back after the size cap (trace_session_write_many). The agent is held first (as
--- agent_hold does): no row at all when it was deleted, nor when %(token_id)s (an agent token
--- the edge took from memory, not null) was revoked since.
+-- trace's times and last_received_at are final here (its times are returned only for a
+-- trace that was without its root: the caller reads no other's); its session and pending
+-- counts are written back after the size cap (trace_session_write_many). The agent is held
+-- first (as agent_hold does): no row at all when it was deleted, nor when %(token_id)s (an
+-- agent token the edge took from memory, not null) was revoked since.
 WITH agent AS (
     SELECT a.id FROM agents a
     WHERE a.id = %(agent_id)s
