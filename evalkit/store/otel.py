@@ -229,16 +229,20 @@ async def ingest(
     # refused by the cap below still widens them).
     batch = []
     batch_bytes: dict[bytes, int] = {}
+    batch_times: dict[bytes, list[int]] = {}
     for trace_id, group in by_trace.items():
+        first_ns = min(s.start_ns for s in group)
+        last_ns = max(s.end_ns for s in group)
         batch.append(
             {
                 "trace_id": trace_id.hex(),
                 "session_id": _root_session(group, session_names, trace_id),
-                "first_span_at": ns_to_datetime(min(s.start_ns for s in group)),
-                "last_span_at": ns_to_datetime(max(s.end_ns for s in group)),
+                "first_span_at": ns_to_datetime(first_ns),
+                "last_span_at": ns_to_datetime(last_ns),
             }
         )
         batch_bytes[trace_id] = sum(s.size for s in group)
+        batch_times[trace_id] = [first_ns, last_ns]
     rows = await conn.all(
         "trace_claim_many",
         agent_id=agent_id,
@@ -308,36 +312,13 @@ async def ingest(
 
     # 4. the size cap: a span that would take its session (or pending trace) over it is
     # refused (an unlocked session cannot reach it here)
-    accepted: list[Incoming] = []
     refused: list[Incoming] = []
-    times: dict[bytes, list[int]] = {}
-    for span in spans:
-        trace_id = span.trace_id
-        key = trace_id + span.span_id
-        if key in seen:
-            result.duplicates += 1
-            continue
-        seen.add(key)
-        bucket = bucket_of[trace_id]
-        bucket.changed = True
-        size = span.size
-        if bucket.bytes + size > max_session_bytes:
-            bucket.rejected += 1
-            bucket.truncated = True
-            refused.append(span)
-            continue
-        bucket.bytes += size
-        bucket.added_bytes += size
-        bucket.spans += 1
-        span_times = times.get(trace_id)
-        if span_times is None:
-            times[trace_id] = [span.start_ns, span.end_ns]
-        else:
-            if span.start_ns < span_times[0]:
-                span_times[0] = span.start_ns
-            if span.end_ns > span_times[1]:
-                span_times[1] = span.end_ns
-        accepted.append(span)
+    if not seen and _all_fit(by_trace, bucket_of, batch_bytes, max_session_bytes):
+        _take_all(by_trace, bucket_of, batch_bytes)
+        accepted, times = spans, batch_times
+    else:
+        accepted, refused, times = _take_each(spans, seen, bucket_of, max_session_bytes)
+        result.duplicates = len(spans) - len(accepted) - len(refused)
     if accepted:
         await _copy_spans(conn, agent_id, accepted, received_at)
 
@@ -394,6 +375,78 @@ async def ingest(
     if any(b.rejected for b in pending.values()):
         result.refused_sessions.append("(traces whose root span has not arrived)")
     return result
+
+
+def _all_fit(
+    by_trace: dict[bytes, list[Incoming]],
+    bucket_of: dict[bytes, _Bucket],
+    batch_bytes: dict[bytes, int],
+    max_session_bytes: int,
+) -> bool:
+    """Whether every span of the batch is taken: none is sent twice within it, and every
+    session (or pending trace) stays within the cap with all of its spans here."""
+    reach: dict[int, int] = {}
+    for trace_id, group in by_trace.items():
+        if len({s.span_id for s in group}) != len(group):
+            return False
+        bucket = bucket_of[trace_id]
+        reach[id(bucket)] = reach.get(id(bucket), bucket.bytes) + batch_bytes[trace_id]
+        if reach[id(bucket)] > max_session_bytes:
+            return False
+    return True
+
+
+def _take_all(
+    by_trace: dict[bytes, list[Incoming]],
+    bucket_of: dict[bytes, _Bucket],
+    batch_bytes: dict[bytes, int],
+) -> None:
+    """Count every span of the batch, a trace at a time (what :func:`_take_each` does span
+    by span, when :func:`_all_fit`)."""
+    for trace_id, group in by_trace.items():
+        bucket = bucket_of[trace_id]
+        bucket.changed = True
+        bucket.bytes += batch_bytes[trace_id]
+        bucket.added_bytes += batch_bytes[trace_id]
+        bucket.spans += len(group)
+
+
+def _take_each(
+    spans: list[Incoming], seen: set[bytes], bucket_of: dict[bytes, _Bucket], max_session_bytes: int
+) -> tuple[list[Incoming], list[Incoming], dict[bytes, list[int]]]:
+    """Count the spans one by one, in order: a span stored already (in ``seen``) or sent
+    twice is skipped; one that would take its session (or pending trace) over the cap is
+    refused. The spans taken, those refused, and each trace's times over the spans taken."""
+    accepted: list[Incoming] = []
+    refused: list[Incoming] = []
+    times: dict[bytes, list[int]] = {}
+    for span in spans:
+        trace_id = span.trace_id
+        key = trace_id + span.span_id
+        if key in seen:
+            continue
+        seen.add(key)
+        bucket = bucket_of[trace_id]
+        bucket.changed = True
+        size = span.size
+        if bucket.bytes + size > max_session_bytes:
+            bucket.rejected += 1
+            bucket.truncated = True
+            refused.append(span)
+            continue
+        bucket.bytes += size
+        bucket.added_bytes += size
+        bucket.spans += 1
+        span_times = times.get(trace_id)
+        if span_times is None:
+            times[trace_id] = [span.start_ns, span.end_ns]
+        else:
+            if span.start_ns < span_times[0]:
+                span_times[0] = span.start_ns
+            if span.end_ns > span_times[1]:
+                span_times[1] = span.end_ns
+        accepted.append(span)
+    return accepted, refused, times
 
 
 def _agent_deleted(agent_id: int) -> Conflict:

@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from evalkit.db import Database
-from evalkit.store.otel import session_row, spans_for_session
+from evalkit.store.otel import ns_to_datetime, session_row, spans_for_session
 from tests.integration.otel_helpers import (
     MAPPING,
     TRACES,
@@ -99,6 +99,10 @@ async def test_spans_read_back_as_received(server, agent_token):
     finally:
         await db.close()
     assert row is not None and row["span_count"] == 3 and not row["truncated"]
+    assert (row["first_span_at"], row["last_span_at"]) == (
+        ns_to_datetime(min(s.start_time for s in spans)),
+        ns_to_datetime(max(s.end_time for s in spans)),
+    )
     by_name = {s.name: s for s in read}
     assert [s.name for s in read] == ["agent", "llm", "calculator"]
     sent = {s.name: s for s in spans}
@@ -265,6 +269,14 @@ def test_a_span_twice_in_one_export_is_stored_once(server, agent_token):
     assert r.status_code == 200 and r.content == b""
     assert len(stored_spans(server)) == 3
     assert sessions(server)["s1"]["spans"] == 3
+    with psycopg.connect(server.db_url) as conn:
+        times = conn.execute(
+            "SELECT first_span_at, last_span_at FROM sessions WHERE session_id = 's1'"
+        ).fetchone()
+    assert times == (
+        ns_to_datetime(min(s.start_time for s in spans)),
+        ns_to_datetime(max(s.end_time for s in spans)),
+    )
 
 
 def test_concurrent_exports_of_one_session_count_exactly(server, agent_token):
