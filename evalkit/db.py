@@ -96,6 +96,13 @@ async def _check_if_idle(raw: psycopg.AsyncConnection[Any]) -> None:
     await AsyncConnectionPool.check_connection(raw)
 
 
+async def _send(cur: psycopg.AsyncCursor[Row], name: str, each: Sequence[dict[str, Any]]) -> None:
+    if len(each) > 1:
+        await cur.executemany(queries[name], each, returning=True)
+    else:
+        await cur.execute(queries[name], each[0])
+
+
 def _large(value: object) -> bool:
     if isinstance(value, JsonBytes):
         value = value.data
@@ -212,13 +219,7 @@ class Conn:
         *,
         json: Callable[[Buffer], Any] | None = None,
     ) -> AsyncIterator[psycopg.AsyncCursor[Row]]:
-        if self._begin_pending:  # BEGIN and this statement in one pipeline: one round trip
-            async with self.raw.pipeline():
-                await self._begin()
-                async with self._execute(name, params, json=json) as cur:
-                    yield cur
-            return
-        async with self._execute(name, params, json=json) as cur:
+        async with self._execute(name, params, json=json, begin=self._begin_pending) as cur:
             yield cur
 
     @asynccontextmanager
@@ -228,9 +229,10 @@ class Conn:
         params: dict[str, Any] | Sequence[dict[str, Any]],
         *,
         json: Callable[[Buffer], Any] | None = None,
+        begin: bool = False,
     ) -> AsyncIterator[psycopg.AsyncCursor[Row]]:
         """Run statement ``name`` with ``params``, or once for each of a sequence of them
-        (the results one set each, in order)."""
+        (the results one set each, in order); with ``begin``, after a BEGIN sent with it."""
         each: Sequence[dict[str, Any]] = [params] if isinstance(params, dict) else params
         if any(_large(value) for one in each for value in one.values()):
             _oversized.add(self.raw)
@@ -238,10 +240,15 @@ class Conn:
             async with self.raw.cursor() as cur:
                 if json is not None:
                     cur.adapters.register_loader("json", _json_loader(json, self.raw))
-                if len(each) > 1:
-                    await cur.executemany(queries[name], each, returning=True)
+                if begin:
+                    # BEGIN, the statement and a Sync go out together, and the pipeline's
+                    # end reads every result: one round trip. (Reading rows inside the
+                    # pipeline would ask for them first, then sync: two.)
+                    async with self.raw.pipeline():
+                        await self._begin()
+                        await _send(cur, name, each)
                 else:
-                    await cur.execute(queries[name], each[0])
+                    await _send(cur, name, each)
                 yield cur
         except psycopg.errors.IntegrityError as exc:
             constraint = exc.diag.constraint_name or ""

@@ -1,0 +1,94 @@
+"""How often a transaction of ``evalkit.db`` waits for the database, counted from libpq's own
+trace of the protocol messages: a round trip is each turn from the server's messages back
+to the client's. A count is stable where a time is not."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import IO
+
+import psycopg
+import pytest
+from psycopg import pq
+
+from evalkit import db
+from evalkit.sql import queries
+
+
+@pytest.fixture
+async def database(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[db.Database]:
+    monkeypatch.setitem(
+        queries,
+        "test_make_note",
+        "CREATE TABLE IF NOT EXISTS test_notes (n int CHECK (n > 0))",
+    )
+    monkeypatch.setitem(
+        queries,
+        "test_add_note",
+        "INSERT INTO test_notes VALUES (%(n)s) RETURNING n * 10 AS tenfold",
+    )
+    database = db.Database(database_url, min_size=1, max_size=1)
+    await database.open()
+    async with database.connection() as conn:
+        await conn.execute("test_make_note")
+    yield database
+    await database.close()
+
+
+def traced(conn: db.Conn, file: IO[str]) -> pq.abc.PGconn:
+    pgconn = conn.raw.pgconn
+    pgconn.trace(file.fileno())
+    pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+    return pgconn
+
+
+def round_trips(path: Path) -> list[list[str]]:
+    """The client's messages of each round trip (their names), in order."""
+    trips: list[list[str]] = []
+    last = "B"
+    for line in path.read_text().splitlines():
+        direction, _, name = line.split("\t")[:3]
+        if direction == "F":
+            if last == "B":
+                trips.append([])
+            trips[-1].append(name)
+        last = direction
+    return trips
+
+
+async def test_a_pipelined_transaction_sends_begin_its_first_statement_and_sync_at_once(
+    database: db.Database, tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace"
+    with trace.open("w") as file:
+        async with database.pipelined_transaction() as conn:
+            pgconn = traced(conn, file)
+            first = await conn.one("test_add_note", n=1)
+            second = await conn.one("test_add_note", n=2)
+        pgconn.untrace()
+
+    assert (first, second) == ({"tenfold": 10}, {"tenfold": 20})
+    trips = round_trips(trace)
+    assert len(trips) == 3, trips  # BEGIN and the first statement; the second; COMMIT
+    begin_and_first = trips[0]
+    assert begin_and_first.count("Sync") == 1, begin_and_first
+    assert "Flush" not in begin_and_first[: begin_and_first.index("Sync")], begin_and_first
+    async with database.connection() as conn:
+        kept = await conn.all("test_add_note", n=3)
+    assert kept == [{"tenfold": 30}]
+
+
+async def test_a_first_statement_refused_in_a_pipeline_rolls_the_transaction_back(
+    database: db.Database,
+) -> None:
+    with pytest.raises(db.IntegrityError) as refused:
+        async with database.pipelined_transaction() as conn:
+            await conn.one("test_add_note", n=-1)
+    assert refused.value.constraint == "test_notes_n_check"
+
+    async with database.connection() as conn:  # the connection is back, idle, and usable
+        assert conn.raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert await conn.one("test_add_note", n=4) == {"tenfold": 40}
