@@ -160,6 +160,13 @@ class Conn:
                 found.append(await cur.fetchone())
             return found
 
+    async def one_and_commit(self, query: str, /, **params: Any) -> Row | None:
+        """:meth:`one` as the last statement of a :meth:`Database.pipelined_transaction`,
+        sent with the COMMIT: one round trip. When either fails, the transaction is rolled
+        back and the statement's error raised. Outside such a transaction, just :meth:`one`."""
+        async with self._execute(query, params, commit=self._began is not None) as cur:
+            return await cur.fetchone()
+
     async def one_decoding_json(
         self, query: str, decode: Callable[[Buffer], Any], /, **params: Any
     ) -> Row | None:
@@ -211,6 +218,20 @@ class Conn:
                 type(exc) if exc else None, exc, exc.__traceback__ if exc else None
             )
 
+    async def _send_and_commit(
+        self, cur: psycopg.AsyncCursor[Row], name: str, each: Sequence[dict[str, Any]]
+    ) -> None:
+        """The statement, the COMMIT and a Sync in one pipeline. Should the statement fail,
+        the pipeline skips the COMMIT and the transaction is left failed: roll it back."""
+        try:
+            async with self.raw.pipeline():
+                await _send(cur, name, each)
+                await self._end(None)
+        except BaseException:
+            if self.raw.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                await self.raw.rollback()
+            raise
+
     @asynccontextmanager
     async def _run(
         self,
@@ -230,9 +251,11 @@ class Conn:
         *,
         json: Callable[[Buffer], Any] | None = None,
         begin: bool = False,
+        commit: bool = False,
     ) -> AsyncIterator[psycopg.AsyncCursor[Row]]:
         """Run statement ``name`` with ``params``, or once for each of a sequence of them
-        (the results one set each, in order); with ``begin``, after a BEGIN sent with it."""
+        (the results one set each, in order); with ``begin``, after a BEGIN sent with it;
+        with ``commit``, followed by the COMMIT of the transaction begun, sent with it."""
         each: Sequence[dict[str, Any]] = [params] if isinstance(params, dict) else params
         if any(_large(value) for one in each for value in one.values()):
             _oversized.add(self.raw)
@@ -247,6 +270,8 @@ class Conn:
                     async with self.raw.pipeline():
                         await self._begin()
                         await _send(cur, name, each)
+                elif commit:
+                    await self._send_and_commit(cur, name, each)
                 else:
                     await _send(cur, name, each)
                 yield cur

@@ -24,9 +24,10 @@ SELECT evalkit_spans_partition_drop_before(%(cutoff)s::date) AS dropped;
 -- key order and sessions after, by the caller, so concurrent batches never deadlock. A
 -- trace's times and last_received_at are final here (its times are returned only for a
 -- trace that was without its root: the caller reads no other's); its session and pending
--- counts are written back after the size cap (trace_session_write_many). The agent is held
--- first (as agent_hold does): no row at all when it was deleted, nor when %(token_id)s (an
--- agent token the edge took from memory, not null) was revoked since.
+-- counts are written back after the size cap (trace_session_write_many). waiting marks a
+-- trace whose session a run of the agent waits on (state collecting: it gets a settle job).
+-- The agent is held first (as agent_hold does): no row at all when it was deleted, nor when
+-- %(token_id)s (an agent token the edge took from memory, not null) was revoked since.
 WITH agent AS (
     SELECT a.id FROM agents a
     WHERE a.id = %(agent_id)s
@@ -66,7 +67,13 @@ SELECT t.trace_id, coalesce(t.session_id, b.session_id) AS session_id,
        t.first_received_at <> %(received_at)s AS earlier,
        (SELECT s.bytes FROM sessions s
         WHERE s.agent_id = %(agent_id)s
-          AND s.session_id = coalesce(t.session_id, b.session_id)) AS session_bytes
+          AND s.session_id = coalesce(t.session_id, b.session_id)) AS session_bytes,
+       EXISTS (
+           SELECT 1 FROM runs r
+           WHERE r.agent_id = %(agent_id)s
+             AND r.session_id = coalesce(t.session_id, b.session_id)
+             AND r.state = 'collecting'
+       ) AS waiting
 FROM traces t
 JOIN batch b ON b.trace_id = t.trace_id;
 
@@ -249,14 +256,15 @@ ORDER BY w.name, a.name, x.unassigned;
 -- Forget sessions that received nothing since the cutoff (their spans are gone).
 DELETE FROM sessions WHERE last_received_at < %(cutoff)s;
 
--- name: trace_session_write_many :many
+-- name: trace_session_write_many :one
 -- Write a batch back in one statement: the traces whose session or pending counts changed
 -- (the root came, or it is still waiting for it) and the batch's sessions, created when new
 -- (in key order), with the spans, bytes and refusals added and the times widened; each row
 -- found through its primary key (upserts, so the cost does not grow with the agent's stored
--- traces and sessions). Returns, of the sessions over %(max_session_bytes)s or that a run of
--- the agent waits on (state collecting: each gets a settle job), the new size and whether a
--- run waits; the rest, nearly always all, need nothing more. Times are RFC 3339 text.
+-- traces and sessions). A session now over %(max_session_bytes)s that the batch did not lock
+-- (not in %(locked)s) was taken there by a concurrent batch: the statement fails
+-- (evalkit_session_over_cap, constraint sessions_size_cap), so that it can go with the
+-- COMMIT. Times are RFC 3339 text.
 WITH traces AS (
     INSERT INTO trace_sessions AS t (agent_id, trace_id, session_id, pending_spans,
                                      pending_bytes)
@@ -291,14 +299,8 @@ sessions AS (
         last_received_at = EXCLUDED.last_received_at
     RETURNING s.session_id, s.bytes
 )
-SELECT w.session_id, w.bytes, w.waiting
-FROM (
-    SELECT s.session_id, s.bytes,
-           EXISTS (
-               SELECT 1 FROM runs r
-               WHERE r.agent_id = %(agent_id)s AND r.session_id = s.session_id
-                 AND r.state = 'collecting'
-           ) AS waiting
-    FROM sessions s
-) AS w
-WHERE w.waiting OR w.bytes > %(max_session_bytes)s;
+SELECT count(*) AS over_cap
+FROM sessions s
+WHERE CASE WHEN s.bytes > %(max_session_bytes)s AND s.session_id <> ALL(%(locked)s::text[])
+           THEN evalkit_session_over_cap(%(agent_id)s, s.session_id)
+      END;

@@ -1,4 +1,4 @@
--- evalkit's database schema at migration 0020. GENERATED: do not edit.
+-- evalkit's database schema at migration 0021. GENERATED: do not edit.
 -- The migrations (evalkit/sql/migrations/, with the SQL in evalkit/sql/schema/) are
 -- the source of truth; this file shows what they build, each table with its
 -- constraints, indexes, triggers and foreign keys, to read (nothing runs it).
@@ -40,6 +40,18 @@ BEGIN
         FROM claimed c
     )
     SELECT c.id FROM claimed c ORDER BY c.id;
+END;
+$$;
+
+
+CREATE FUNCTION public.evalkit_session_over_cap(agent_id bigint, session_id text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'session % of agent % went over its size cap under a concurrent batch',
+        session_id, agent_id
+        USING ERRCODE = 'check_violation', CONSTRAINT = 'sessions_size_cap',
+              HINT = 'count the batch again with its sessions locked (evalkit.store.otel.OverCap)';
 END;
 $$;
 

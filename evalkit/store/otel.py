@@ -6,15 +6,17 @@ a COPY (more when a trace was seen before, or a session nears its size cap):
 1. ``trace_claim_many`` creates or locks the batch's traces: a trace whose session is known
    keeps it; a trace whose root span is in the batch takes the root's session (its spans
    that came earlier, counted as pending, move to it); any other trace stays pending until
-   its root comes;
+   its root comes. It also says which of the sessions a run waits on;
 2. a span can already be stored only in a trace an earlier batch created (a retried export,
    or a span sent again): ``span_find_stored`` looks those up, once the traces are locked,
    and they are not stored again (nor a span twice in one batch);
 3. sessions the batch could take over ``max_session_bytes`` are locked
    (``session_lock_many``); spans that would take their session (or pending trace) over
    the cap are refused; the rest are COPYed (binary) into ``spans``;
-4. ``trace_session_write_many`` writes the changed traces and the sessions back and returns
-   the sessions a run waits on.
+4. ``trace_session_write_many`` writes the changed traces and the sessions back, and fails
+   (:class:`OverCap`) when a session the batch did not lock went over the cap meanwhile.
+   The edge sends it with the COMMIT (:func:`copy_batch` does steps 1 to 3; the write-back
+   comes after the settle jobs the edge adds).
 
 Locks are taken the agent first (held, FOR KEY SHARE, by ``trace_claim_many``: its delete
 waits for the batch), then traces, then sessions, each in key order, so concurrent batches
@@ -34,7 +36,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from psycopg.types.string import BytesBinaryDumper
 
-from evalkit.db import Conn
+from evalkit.db import Conn, IntegrityError
 from evalkit.errors import Conflict, DatabaseError
 from evalkit.model import otel as wire
 from evalkit.otel.model import Span, orphan_session_id, session_attribute_names, session_text
@@ -203,7 +205,8 @@ async def ingest(
     exact: bool = False,
     token_id: int | None = None,
 ) -> IngestResult:
-    """Store a batch; call inside a transaction (see the module docstring).
+    """Store a batch; call inside a transaction (see the module docstring): the spans, then
+    their traces and sessions written back (:func:`copy_batch`, then its ``write_back``).
 
     ``token_id``, an agent token the caller has not checked, is checked by the statement
     that holds the agent: when it was revoked nothing is stored, and the agent reads as
@@ -214,9 +217,80 @@ async def ingest(
     the end, and its lock held only until the commit. Should a concurrent batch have taken
     it over the cap meanwhile, :class:`OverCap` is raised: roll back and call again with
     ``exact=True``, which locks every session of the batch first."""
+    batch = await copy_batch(
+        conn,
+        agent_id,
+        spans,
+        session_names=session_names,
+        max_session_bytes=max_session_bytes,
+        received_at=received_at,
+        exact=exact,
+        token_id=token_id,
+    )
+    await batch.write_back(conn)
+    return batch.result
+
+
+@dataclass
+class CopiedBatch:
+    """A batch whose spans are COPYed, and whose traces and sessions are not yet written back:
+    the caller may add to the transaction (a run waits on a session: its settle job) first."""
+
+    agent_id: int
+    received_at: datetime
+    max_session_bytes: int
+    result: IngestResult
+    traces: list[dict[str, Any]] = field(default_factory=list)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    locked: list[str] = field(default_factory=list)
+    """The sessions locked before the COPY, counted exactly (the others may raise OverCap)."""
+
+    async def write_back(self, conn: Conn, *, commit: bool = False) -> None:
+        """Write the traces and sessions back. With ``commit``, as the last statement of the
+        caller's :meth:`evalkit.db.Database.pipelined_transaction`, sent with its COMMIT:
+        one round trip. :class:`OverCap` when a session not locked is now over the cap."""
+        if not self.sessions and not self.traces:
+            return
+        params = {
+            "agent_id": self.agent_id,
+            "received_at": self.received_at,
+            "max_session_bytes": self.max_session_bytes,
+            "locked": self.locked,
+            "traces": _json.encode(self.traces).decode(),
+            "sessions": _json.encode(self.sessions).decode(),
+        }
+        try:
+            if commit:
+                await conn.one_and_commit("trace_session_write_many", **params)
+            else:
+                await conn.one("trace_session_write_many", **params)
+        except IntegrityError as exc:
+            if exc.constraint == OVER_CAP_CONSTRAINT:
+                raise OverCap(str(exc)) from exc
+            raise
+
+
+OVER_CAP_CONSTRAINT = "sessions_size_cap"
+"""What the write-back's refusal of a session a concurrent batch took over the cap names."""
+
+
+async def copy_batch(
+    conn: Conn,
+    agent_id: int,
+    spans: list[Incoming],
+    *,
+    session_names: list[str],
+    max_session_bytes: int,
+    received_at: datetime,
+    exact: bool = False,
+    token_id: int | None = None,
+) -> CopiedBatch:
+    """Claim a batch's traces, count its spans against the cap and COPY those taken
+    (:func:`ingest`, less the write-back)."""
     result = IngestResult()
+    batch = CopiedBatch(agent_id, received_at, max_session_bytes, result)
     if not spans:
-        return result
+        return batch
     by_trace: dict[bytes, list[Incoming]] = {}
     for span in spans:
         group = by_trace.get(span.trace_id)
@@ -227,13 +301,13 @@ async def ingest(
 
     # 1. create or lock the traces. A trace's times are those of all its spans here (a span
     # refused by the cap below still widens them).
-    batch = []
+    claims = []
     batch_bytes: dict[bytes, int] = {}
     batch_times: dict[bytes, list[int]] = {}
     for trace_id, group in by_trace.items():
         first_ns = min(s.start_ns for s in group)
         last_ns = max(s.end_ns for s in group)
-        batch.append(
+        claims.append(
             {
                 "trace_id": trace_id.hex(),
                 "session_id": _root_session(group, session_names, trace_id),
@@ -248,7 +322,7 @@ async def ingest(
         agent_id=agent_id,
         token_id=token_id,
         received_at=received_at,
-        traces=_json.encode(batch).decode(),
+        traces=_json.encode(claims).decode(),
     )
     if not rows:  # every trace of the batch has a row, unless the agent (or token) is gone
         raise _agent_deleted(agent_id)
@@ -322,7 +396,8 @@ async def ingest(
     if accepted:
         await _copy_spans(conn, agent_id, accepted, received_at)
 
-    # 5. write back, and learn which sessions a run waits on
+    # 5. what the write-back writes: the traces whose session or pending counts changed, and
+    # the sessions the batch brought something to
     traces = []
     for row in rows:
         trace_id = row["trace_id"]
@@ -341,40 +416,29 @@ async def ingest(
                     "pending_bytes": held.bytes if held else 0,
                 }
             )
-    written = await conn.all(
-        "trace_session_write_many",
-        agent_id=agent_id,
-        received_at=received_at,
-        max_session_bytes=max_session_bytes,
-        traces=_json.encode(traces).decode(),
-        sessions=_json.encode(
-            [
-                {
-                    "session_id": session_id,
-                    "spans": bucket.spans,
-                    "bytes": bucket.added_bytes,
-                    "rejected": bucket.rejected,
-                    "truncated": bucket.truncated,
-                    "first_span_at": bucket.first,
-                    "last_span_at": bucket.last,
-                }
-                for session_id, bucket in sorted(sessions.items())
-                if bucket.changed
-            ]
-        ).decode(),
-    )
-    for row in written:
-        session_id = row["session_id"]
-        if session_id not in locked and row["bytes"] > max_session_bytes:
-            raise OverCap(session_id)
-    result.waiting = sorted(row["session_id"] for row in written if row["waiting"])
+    batch.traces = traces
+    batch.sessions = [
+        {
+            "session_id": session_id,
+            "spans": bucket.spans,
+            "bytes": bucket.added_bytes,
+            "rejected": bucket.rejected,
+            "truncated": bucket.truncated,
+            "first_span_at": bucket.first,
+            "last_span_at": bucket.last,
+        }
+        for session_id, bucket in sorted(sessions.items())
+        if bucket.changed
+    ]
+    batch.locked = sorted(locked)
+    result.waiting = sorted({row["session_id"] for row in rows if row["waiting"]})
     result.stored = len(accepted)
     result.refused = len(refused)
     result.refused_sessions = sorted(s for s, b in sessions.items() if b.rejected)
     result.touched = sorted(s for s, b in sessions.items() if b.changed)
     if any(b.rejected for b in pending.values()):
         result.refused_sessions.append("(traces whose root span has not arrived)")
-    return result
+    return batch
 
 
 def _all_fit(

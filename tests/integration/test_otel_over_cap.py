@@ -19,6 +19,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from evalkit.db import Database
 from evalkit.otel.otlp import Incoming, decode_protobuf
 from evalkit.store import otel as store
+from tests.integration.db_helpers import sql
 from tests.integration.test_otel_agent_hold import (
     NAMES,
     NOW,
@@ -60,8 +61,9 @@ async def test_a_session_a_concurrent_batch_took_over_the_cap_is_counted_again(
     cap = sum(s.size for s in first + second) - 1  # each fits alone; the two do not
 
     async def ingest(batch: list[Incoming], *, exact: bool = False) -> store.IngestResult:
+        """As the edge does: the write-back sent with the COMMIT."""
         async with db.pipelined_transaction() as conn:
-            return await store.ingest(
+            copied = await store.copy_batch(
                 conn,
                 agent_id,
                 batch,
@@ -70,6 +72,8 @@ async def test_a_session_a_concurrent_batch_took_over_the_cap_is_counted_again(
                 received_at=NOW,
                 exact=exact,
             )
+            await copied.write_back(conn, commit=True)
+        return copied.result
 
     async with db.pipelined_transaction() as conn:
         stored = await store.ingest(
@@ -81,6 +85,11 @@ async def test_a_session_a_concurrent_batch_took_over_the_cap_is_counted_again(
         assert not concurrent.done()
     with pytest.raises(store.OverCap):
         await concurrent
+    async with db.connection() as conn:  # the refused batch left nothing behind
+        row = await store.session_row(conn, agent_id, "shared")
+    assert row is not None and row["span_count"] == 3
+    [(stored,)] = sql(database_url, "SELECT count(*) FROM spans WHERE agent_id = %s", (agent_id,))
+    assert stored == 3
 
     again = await ingest(second, exact=True)
     assert (again.stored, again.refused, again.refused_sessions) == (2, 1, ["shared"])

@@ -28,6 +28,7 @@ from starlette.responses import Response
 
 from evalkit.auth import access
 from evalkit.auth.access import ANONYMOUS
+from evalkit.config import OtelSettings
 from evalkit.db import Database
 from evalkit.edge.endpoint import (
     AgentTokenMemory,
@@ -49,7 +50,7 @@ from evalkit.errors import (
 from evalkit.jobs.queue import defer_settles
 from evalkit.model import otel as wire
 from evalkit.model.names import parse_ref, whole_number
-from evalkit.otel.otlp import Decoded, NotTraces, decode_json, decode_protobuf
+from evalkit.otel.otlp import Decoded, Incoming, NotTraces, decode_json, decode_protobuf
 from evalkit.store import otel as store
 from evalkit.store.agents import AgentRow, get_agent, get_agent_by_id
 from evalkit.store.workspaces import get_workspace
@@ -444,24 +445,49 @@ async def _store_once(
     *,
     exact: bool,
 ) -> store.IngestResult:
-    settings = call.settings.otel
-    names = await state.cached_session_names(call.db, agent_id)
-    async with call.db.pipelined_transaction() as conn:
-        result = await store.ingest(
+    result = await store_batch(
+        call.db,
+        agent_id,
+        decoded.spans,
+        session_names=await state.cached_session_names(call.db, agent_id),
+        settings=call.settings.otel,
+        received_at=received_at,
+        exact=exact,
+        token_id=call.agent_token_unchecked,
+    )
+    call.agent_token_unchecked = None  # the batch's transaction checked it
+    return result
+
+
+async def store_batch(
+    db: Database,
+    agent_id: int,
+    spans: list[Incoming],
+    *,
+    session_names: list[str],
+    settings: OtelSettings,
+    received_at: datetime,
+    exact: bool,
+    token_id: int | None,
+) -> store.IngestResult:
+    """A batch's transaction: the spans COPYed, the settle jobs of the sessions runs wait
+    on, then the write-back sent with the COMMIT."""
+    async with db.pipelined_transaction() as conn:
+        batch = await store.copy_batch(
             conn,
             agent_id,
-            decoded.spans,
-            session_names=names,
+            spans,
+            session_names=session_names,
             max_session_bytes=settings.max_session_bytes,
             received_at=received_at,
             exact=exact,
-            token_id=call.agent_token_unchecked,
+            token_id=token_id,
         )
         # Only a session a run waits on needs its settle job now: a run that reaches
         # collecting later queues one itself (evalkit.runs.engine.record).
-        await defer_settles(conn, agent_id, result.waiting, settings.settle_seconds)
-    call.agent_token_unchecked = None  # the batch's transaction checked it
-    return result
+        await defer_settles(conn, agent_id, batch.result.waiting, settings.settle_seconds)
+        await batch.write_back(conn, commit=True)
+    return batch.result
 
 
 async def otel_target(call: Call) -> wire.CollectorTarget:
