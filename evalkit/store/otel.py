@@ -1,7 +1,8 @@
 """Stored spans, sessions and the span partitions.
 
-:func:`ingest` writes one OTLP batch inside the caller's transaction, in two statements and
-a COPY (more when a trace was seen before, or a session nears its size cap):
+:func:`copy_batch`, then its ``write_back``, write one OTLP batch inside the caller's
+transaction, in two statements and a COPY (more when a trace was seen before, or a session
+nears its size cap):
 
 1. ``trace_claim_many`` creates or locks the batch's traces: a trace whose session is known
    keeps it; a trace whose root span is in the batch takes the root's session (its spans
@@ -15,8 +16,7 @@ a COPY (more when a trace was seen before, or a session nears its size cap):
    the cap are refused; the rest are COPYed (binary) into ``spans``;
 4. ``trace_session_write_many`` writes the changed traces and the sessions back, and fails
    (:class:`OverCap`) when a session the batch did not lock went over the cap meanwhile.
-   The edge sends it with the COMMIT (:func:`copy_batch` does steps 1 to 3; the write-back
-   comes after the settle jobs the edge adds).
+   The edge queues its settle jobs before it, and sends it with the COMMIT.
 
 Locks are taken the agent first (held, FOR KEY SHARE, by ``trace_claim_many``: its delete
 waits for the batch), then traces, then sessions, each in key order, so concurrent batches
@@ -194,43 +194,6 @@ class OverCap(Exception):
     counted on it not to: roll the transaction back and ingest again with ``exact=True``."""
 
 
-async def ingest(
-    conn: Conn,
-    agent_id: int,
-    spans: list[Incoming],
-    *,
-    session_names: list[str],
-    max_session_bytes: int,
-    received_at: datetime,
-    exact: bool = False,
-    token_id: int | None = None,
-) -> IngestResult:
-    """Store a batch; call inside a transaction (see the module docstring): the spans, then
-    their traces and sessions written back (:func:`copy_batch`, then its ``write_back``).
-
-    ``token_id``, an agent token the caller has not checked, is checked by the statement
-    that holds the agent: when it was revoked nothing is stored, and the agent reads as
-    deleted (the caller then learns which from the token).
-
-    A session whose size, as last committed, plus everything the batch could add stays
-    within the cap is not locked before the spans are stored: its row is written once, at
-    the end, and its lock held only until the commit. Should a concurrent batch have taken
-    it over the cap meanwhile, :class:`OverCap` is raised: roll back and call again with
-    ``exact=True``, which locks every session of the batch first."""
-    batch = await copy_batch(
-        conn,
-        agent_id,
-        spans,
-        session_names=session_names,
-        max_session_bytes=max_session_bytes,
-        received_at=received_at,
-        exact=exact,
-        token_id=token_id,
-    )
-    await batch.write_back(conn)
-    return batch.result
-
-
 @dataclass
 class CopiedBatch:
     """A batch whose spans are COPYed, and whose traces and sessions are not yet written back:
@@ -285,8 +248,18 @@ async def copy_batch(
     exact: bool = False,
     token_id: int | None = None,
 ) -> CopiedBatch:
-    """Claim a batch's traces, count its spans against the cap and COPY those taken
-    (:func:`ingest`, less the write-back)."""
+    """Store a batch's spans; call inside a transaction (see the module docstring), then
+    write the traces and sessions back (``write_back``) in the same one.
+
+    ``token_id``, an agent token the caller has not checked, is checked by the statement
+    that holds the agent: when it was revoked nothing is stored, and the agent reads as
+    deleted (the caller then learns which from the token).
+
+    A session whose size, as last committed, plus everything the batch could add stays
+    within the cap is not locked before the spans are stored: its row is written once, by
+    the write-back, and its lock held only until the commit. Should a concurrent batch have
+    taken it over the cap meanwhile, the write-back raises :class:`OverCap`: roll back and
+    call again with ``exact=True``, which locks every session of the batch first."""
     result = IngestResult()
     batch = CopiedBatch(agent_id, received_at, max_session_bytes, result)
     if not spans:

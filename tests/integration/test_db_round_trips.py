@@ -71,19 +71,26 @@ def names(trip: list[str]) -> list[str]:
     return [message.split("\t")[0] for message in trip]
 
 
-async def test_a_pipelined_transaction_sends_begin_its_first_statement_and_sync_at_once(
-    database: db.Database, tmp_path: Path
-) -> None:
-    trace = tmp_path / "trace"
-    with trace.open("w") as file:
+async def two_notes(
+    database: db.Database, path: Path, last_verb: str
+) -> tuple[list[db.Row | None], list[list[str]]]:
+    """Notes 1 and 2 added in one pipelined transaction, the second by ``last_verb`` (a
+    ``Conn`` verb), traced to ``path``: the statements' rows and the round trips."""
+    with path.open("w") as file:
         async with database.pipelined_transaction() as conn:
             pgconn = traced(conn.raw.pgconn, file)
             first = await conn.one("test_add_note", n=1)
-            second = await conn.one("test_add_note", n=2)
+            last = await getattr(conn, last_verb)("test_add_note", n=2)
         pgconn.untrace()
+    return [first, last], round_trips(path)
 
-    assert (first, second) == ({"tenfold": 10}, {"tenfold": 20})
-    trips = round_trips(trace)
+
+async def test_a_pipelined_transaction_sends_begin_its_first_statement_and_sync_at_once(
+    database: db.Database, tmp_path: Path
+) -> None:
+    rows, trips = await two_notes(database, tmp_path / "trace", "one")
+
+    assert rows == [{"tenfold": 10}, {"tenfold": 20}]
     assert len(trips) == 3, trips  # BEGIN and the first statement; the second; COMMIT
     begin_and_first = names(trips[0])
     assert begin_and_first.count("Sync") == 1, begin_and_first
@@ -109,16 +116,9 @@ async def test_a_first_statement_refused_in_a_pipeline_rolls_the_transaction_bac
 async def test_a_last_statement_sent_with_the_commit_is_one_round_trip(
     database: db.Database, tmp_path: Path
 ) -> None:
-    trace = tmp_path / "trace"
-    with trace.open("w") as file:
-        async with database.pipelined_transaction() as conn:
-            pgconn = traced(conn.raw.pgconn, file)
-            first = await conn.one("test_add_note", n=5)
-            last = await conn.one_and_commit("test_add_note", n=6)
-        pgconn.untrace()
+    rows, trips = await two_notes(database, tmp_path / "trace", "one_and_commit")
 
-    assert (first, last) == ({"tenfold": 50}, {"tenfold": 60})
-    trips = round_trips(trace)
+    assert rows == [{"tenfold": 10}, {"tenfold": 20}]
     assert len(trips) == 2, trips  # BEGIN and the first statement; the last and COMMIT
     last_and_commit = trips[1]
     assert any("COMMIT" in message for message in last_and_commit), last_and_commit
@@ -126,7 +126,7 @@ async def test_a_last_statement_sent_with_the_commit_is_one_round_trip(
     async with database.connection() as conn:
         assert conn.raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         notes = await conn.all("test_count_notes")
-    assert notes == [{"n": 5}, {"n": 6}]
+    assert notes == [{"n": 1}, {"n": 2}]
 
 
 async def test_a_last_statement_refused_rolls_the_whole_transaction_back(

@@ -97,9 +97,11 @@ def spans(seed: int, *, with_root: bool) -> list[Incoming]:
 
 
 async def ingest(conn: Conn, agent_id: int, batch: list[Incoming]) -> store.IngestResult:
-    return await store.ingest(
+    copied = await store.copy_batch(
         conn, agent_id, batch, session_names=NAMES, max_session_bytes=CAP, received_at=NOW
     )
+    await copied.write_back(conn)
+    return copied.result
 
 
 async def settle(conn: Conn, agent_id: int, trace_id: bytes) -> store.OrphanOutcome | None:

@@ -1,10 +1,10 @@
 """A session that a concurrent batch takes over its cap is counted again, exactly.
 
-``store.ingest`` locks a session before its COPY only when the batch could take it over the
-cap as last committed. Two batches each under the cap, together over it, can both skip the
-lock: the second's write-back then waits for the first's commit, sees the session over the
-cap, and raises ``OverCap``; the edge ingests it again with ``exact=True``, which refuses
-the spans past the cap. On the real PostgreSQL.
+``store.copy_batch`` locks a session before its COPY only when the batch could take it over
+the cap as last committed. Two batches each under the cap, together over it, can both skip
+the lock: the second's write-back then waits for the first's commit, finds the session over
+the cap, and fails with it (``OverCap``); the edge ingests it again with ``exact=True``,
+which refuses the spans past the cap. On the real PostgreSQL.
 """
 
 from __future__ import annotations
@@ -76,10 +76,11 @@ async def test_a_session_a_concurrent_batch_took_over_the_cap_is_counted_again(
         return copied.result
 
     async with db.pipelined_transaction() as conn:
-        stored = await store.ingest(
+        stored = await store.copy_batch(
             conn, agent_id, first, session_names=NAMES, max_session_bytes=cap, received_at=NOW
         )
-        assert stored.stored == 3
+        await stored.write_back(conn)
+        assert stored.result.stored == 3
         concurrent = asyncio.create_task(ingest(second))
         await wait_until_blocked(database_url, concurrent)  # on the session's row
         assert not concurrent.done()
