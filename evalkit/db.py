@@ -163,7 +163,8 @@ class Conn:
     async def one_and_commit(self, query: str, /, **params: Any) -> Row | None:
         """:meth:`one` as the last statement of a :meth:`Database.pipelined_transaction`,
         sent with the COMMIT: one round trip. When either fails, the transaction is rolled
-        back and the statement's error raised. Outside such a transaction, just :meth:`one`."""
+        back and the statement's error raised. Before the transaction's first statement
+        (it has not begun), or outside one, just :meth:`one`: it commits on its own."""
         async with self._execute(query, params, commit=self._began is not None) as cur:
             return await cur.fetchone()
 
