@@ -557,6 +557,10 @@ def print_one(result: dict[str, float | str]) -> None:
         print(f"{name + ' CPU per batch, ms':<34}{float(result[name + '_cpu']):>12.1f}")
     print(f"{'database CPU per raw COPY, ms':<34}{float(result['copy_cpu']):>12.1f}")
     print(
+        f"{'edge + database CPU, in COPYs':<34}{cpu_in_copies(result):>12.2f}"
+        "  (each a raw COPY's database CPU, the same run)"
+    )
+    print(
         f"{'checkpoints during run / COPY':<34}{result['checkpoints']:>12}"
         "  (each phase begins right after one)"
     )
@@ -574,13 +578,22 @@ COLUMNS = (
     ("edge_cpu", "edge ms", ".1f"),
     ("database_cpu", "db ms", ".1f"),
     ("copy_cpu", "COPY ms", ".1f"),
+    ("cpu_in_copies", "CPU/COPY", ".2f"),
 )
+
+
+def cpu_in_copies(result: dict[str, float | str]) -> float:
+    """The server's CPU a batch (edge and database) over the raw COPY's database CPU a batch,
+    both measured in the run: it moves less with the machine's speed than the rates do."""
+    server = float(result["edge_cpu"]) + float(result["database_cpu"])
+    return server / float(result["copy_cpu"])
 
 
 def print_rounds(runs: list[tuple[str, dict[str, float | str]]]) -> None:
     """Each run in the order it ran, then each tree's medians and new / old."""
     for _, result in runs:
         result["ratio"] = float(result["rate"]) / float(result["ceiling"])
+        result["cpu_in_copies"] = cpu_in_copies(result)
     header = "".join(f"{title:>10}" for _, title, _ in COLUMNS)
     print(f"\n{'tree':<6}{header}   ckpt  loadavg before -> after")
     for tree, result in runs:
