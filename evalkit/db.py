@@ -228,10 +228,20 @@ class Conn:
             async with self.raw.pipeline():
                 await _send(cur, name, each)
                 await self._end(None)
-        except BaseException:
-            if self.raw.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                await self.raw.rollback()
+        except psycopg.errors.PipelineAborted as exc:
+            await self._roll_back_failed()
+            # When the statement's error and the skipped COMMIT's result arrive apart,
+            # psycopg raises the second while it handles the first: raise the statement's.
+            if isinstance(exc.__context__, psycopg.Error):
+                raise exc.__context__ from None
             raise
+        except BaseException:
+            await self._roll_back_failed()
+            raise
+
+    async def _roll_back_failed(self) -> None:
+        if self.raw.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+            await self.raw.rollback()
 
     @asynccontextmanager
     async def _run(
