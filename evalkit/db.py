@@ -225,23 +225,26 @@ class Conn:
         """The statement, the COMMIT and a Sync in one pipeline. Should the statement fail,
         the pipeline skips the COMMIT and the transaction is left failed: roll it back."""
         try:
-            async with self.raw.pipeline():
+            async with self._pipeline():
                 await _send(cur, name, each)
                 await self._end(None)
+        except BaseException:
+            if self.raw.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                await self.raw.rollback()
+            raise
+
+    @asynccontextmanager
+    async def _pipeline(self) -> AsyncIterator[None]:
+        """psycopg's pipeline, raising a failed statement's own error. The commands queued
+        after it are skipped, and when their results arrive apart from the error, psycopg
+        raises PipelineAborted for them while it handles the error."""
+        try:
+            async with self.raw.pipeline():
+                yield
         except psycopg.errors.PipelineAborted as exc:
-            await self._roll_back_failed()
-            # When the statement's error and the skipped COMMIT's result arrive apart,
-            # psycopg raises the second while it handles the first: raise the statement's.
             if isinstance(exc.__context__, psycopg.Error):
                 raise exc.__context__ from None
             raise
-        except BaseException:
-            await self._roll_back_failed()
-            raise
-
-    async def _roll_back_failed(self) -> None:
-        if self.raw.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-            await self.raw.rollback()
 
     @asynccontextmanager
     async def _run(
@@ -278,7 +281,7 @@ class Conn:
                     # BEGIN, the statement and a Sync go out together, and the pipeline's
                     # end reads every result: one round trip. (Reading rows inside the
                     # pipeline would ask for them first, then sync: two.)
-                    async with self.raw.pipeline():
+                    async with self._pipeline():
                         await self._begin()
                         await _send(cur, name, each)
                 elif commit:

@@ -167,7 +167,7 @@ def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # a bucket is itself: a key by identity
 class _Bucket:
     """A session, or a trace still waiting for its root: what it holds and what it gains."""
 
@@ -192,6 +192,10 @@ _json = msgspec.json.Encoder()
 class OverCap(Exception):
     """A session of the batch went over the size cap under a concurrent batch while this one
     counted on it not to: roll the transaction back and ingest again with ``exact=True``."""
+
+
+OVER_CAP_CONSTRAINT = "sessions_size_cap"
+"""What the write-back's refusal of a session a concurrent batch took over the cap names."""
 
 
 @dataclass
@@ -231,10 +235,6 @@ class CopiedBatch:
             if exc.constraint == OVER_CAP_CONSTRAINT:
                 raise OverCap(str(exc)) from exc
             raise
-
-
-OVER_CAP_CONSTRAINT = "sessions_size_cap"
-"""What the write-back's refusal of a session a concurrent batch took over the cap names."""
 
 
 async def copy_batch(
@@ -422,13 +422,13 @@ def _all_fit(
 ) -> bool:
     """Whether every span of the batch is taken: none is sent twice within it, and every
     session (or pending trace) stays within the cap with all of its spans here."""
-    reach: dict[int, int] = {}
+    reach: dict[_Bucket, int] = {}
     for trace_id, group in by_trace.items():
         if len({s.span_id for s in group}) != len(group):
             return False
         bucket = bucket_of[trace_id]
-        reach[id(bucket)] = reach.get(id(bucket), bucket.bytes) + batch_bytes[trace_id]
-        if reach[id(bucket)] > max_session_bytes:
+        reach[bucket] = reach.get(bucket, bucket.bytes) + batch_bytes[trace_id]
+        if reach[bucket] > max_session_bytes:
             return False
     return True
 
