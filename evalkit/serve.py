@@ -305,45 +305,15 @@ async def _serve_http(
     announce: asyncio.Event | None,
     listener: socket.socket | None,
 ) -> None:
-    from hypercorn.asyncio import serve as hypercorn_serve
-    from hypercorn.config import Config as HypercornConfig
+    from evalkit.asgi_server import serve_asgi
 
-    config = HypercornConfig()
     if listener is None:
-        config.bind = [f"{settings.server.host}:{settings.server.port}"]
-    else:
-        # Hypercorn takes the socket over (and closes it when it stops).
-        config.bind = [f"fd://{os.dup(listener.fileno())}"]
-    config.accesslog = None
-    config.errorlog = logging.getLogger("hypercorn.error")
-    config.graceful_timeout = 10
-    config.keep_alive_timeout = 75
-
-    async def shutdown_trigger() -> None:
-        if announce is not None and listener is not None:
-            announce.set()  # it listens already: connections wait in its queue
-        elif announce is not None:
-            # Hypercorn may ask for the trigger before its socket listens: announce (and
-            # let `evalkit try` or a test call the server) only once it accepts.
-            await _until_listening(settings.server.host, settings.server.port, stop)
-            announce.set()
-        await stop.wait()
-
-    await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
-
-
-async def _until_listening(host: str, port: int, stop: asyncio.Event) -> None:
-    target = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
-    while not stop.is_set():
-        try:
-            _, writer = await asyncio.open_connection(target, port)
-        except OSError:
-            await asyncio.sleep(0.02)
-            continue
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-        return
+        sock = listening_socket(settings.server.host, settings.server.port)
+    else:  # each edge process serves on its own copy of the socket they all accept from
+        sock = socket.socket(fileno=os.dup(listener.fileno()))
+    if announce is not None:
+        announce.set()  # it listens already: connections wait in its queue
+    await serve_asgi(app, sock, stop.wait, keep_alive_seconds=75, graceful_seconds=10)
 
 
 def _stop_on_signals() -> asyncio.Event:

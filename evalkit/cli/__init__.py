@@ -21,8 +21,7 @@ counts them)."""
 NEVER_USED = ("httpx._main",)
 """A module httpx imports when it is installed and no command uses: httpx's own command line
 (with click, rich and pygments, some 100 modules; rich comes with cyclopts). None in
-sys.modules makes its import fail, and httpx goes on without it. (h2, HTTP/2, is not among
-them: the server and worker commands serve through hypercorn, which needs it.)"""
+sys.modules makes its import fail, and httpx goes on without it."""
 
 
 def main() -> None:

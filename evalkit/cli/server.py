@@ -43,7 +43,7 @@ def _logging() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    for noisy in ("procrastinate", "hypercorn.error", "psycopg.pool", "alembic"):
+    for noisy in ("procrastinate", "uvicorn.error", "psycopg.pool", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

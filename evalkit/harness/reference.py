@@ -31,13 +31,12 @@ from typing import Any
 
 import httpx
 import msgspec
-from hypercorn.asyncio import serve as hypercorn_serve
-from hypercorn.config import Config as HypercornConfig
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from evalkit.asgi_server import serve_asgi
 from evalkit.errors import EvalkitError
 from evalkit.harness import _agent
 from evalkit.harness._agent import ReadFile, Work
@@ -557,14 +556,8 @@ def base_url(sock: socket.socket) -> str:
 async def serve(
     app: Starlette, sock: socket.socket, shutdown: Callable[[], Awaitable[Any]]
 ) -> None:
-    """Serve ``app`` on ``sock`` (hypercorn takes the socket over) until ``shutdown``."""
-    config = HypercornConfig()
-    config.bind = [f"fd://{sock.detach()}"]
-    config.accesslog = None
-    config.errorlog = logging.getLogger("hypercorn.error")
-    config.graceful_timeout = 2
-    config.keep_alive_timeout = 30
-    await hypercorn_serve(app, config, shutdown_trigger=shutdown)  # type: ignore[arg-type]
+    """Serve ``app`` on ``sock`` (taken over) until ``shutdown`` returns."""
+    await serve_asgi(app, sock, shutdown, keep_alive_seconds=30, graceful_seconds=2)
 
 
 class ReferenceHarness:

@@ -33,7 +33,7 @@ PUBLIC_URL = "http://203.0.113.10:8700"
 
 
 class LoopbackServer:
-    """A Starlette app served by hypercorn on 127.0.0.1 (a free port) in a thread."""
+    """A Starlette app served by uvicorn on 127.0.0.1 (a free port) in a thread."""
 
     def __init__(self, app: Starlette) -> None:
         self.app = app

@@ -18,7 +18,7 @@ import psycopg
 
 from evalkit.auth.secrets import generate_key
 
-EDGE = ("starlette", "hypercorn", "jinja2", "joserfc", "evalkit.edge.app", "evalkit.web")
+EDGE = ("starlette", "uvicorn", "jinja2", "joserfc", "evalkit.edge.app", "evalkit.web")
 """The HTTP edge and what only it needs: the web pages' templates, the OIDC login."""
 
 PROBE = """

@@ -23,7 +23,7 @@ from evalkit import __version__
 from evalkit.cli import VERSION_MODULE_BUDGET, help_pages
 
 HEAVY = ("numpy", "scipy", "playwright", "google.cloud.storage")
-SERVER = ("psycopg", "argon2", "joserfc", "procrastinate", "starlette", "sqlalchemy", "hypercorn")
+SERVER = ("psycopg", "argon2", "joserfc", "procrastinate", "starlette", "sqlalchemy", "uvicorn")
 """The server's own libraries: a command that only talks HTTP has no use for them."""
 
 THIN_COMMAND_MODULE_BUDGET = 400
