@@ -1,5 +1,5 @@
 """Process wiring for ``evalkit server`` and ``evalkit worker``: database (embedded or
-external), schema check, first-start admin, the HTTP edge on Hypercorn, the job worker."""
+external), schema check, first-start admin, the HTTP edge (evalkit.asgi_server), the job worker."""
 
 from __future__ import annotations
 
@@ -279,7 +279,7 @@ async def run(
             tasks.append(asyncio.create_task(run_worker(db_url, settings, stop)))
         if edge:
             # Imported here: `evalkit worker` alone never loads the edge (Starlette, the web
-            # pages, the OIDC client) nor Hypercorn, about 450 modules of its start.
+            # pages, the OIDC client) nor uvicorn, about 450 modules of its start.
             from evalkit.edge.app import create_app
 
             app = create_app(settings, db, manage_pool=False)
