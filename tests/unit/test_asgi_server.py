@@ -1,0 +1,93 @@
+"""evalkit.asgi_server: what it sets on uvicorn on purpose, on a real socket on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from evalkit.asgi_server import serve_asgi
+
+
+def listening() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    return sock
+
+
+async def who_am_i(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Answers with the client address and scheme the server put in the scope."""
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    if scope["path"] == "/slow":
+        await asyncio.sleep(0.5)
+    body = f"{scope['client'][0]} {scope['scheme']}".encode()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": body})
+
+
+@asynccontextmanager
+async def served(app: Any) -> AsyncIterator[tuple[str, asyncio.Event, asyncio.Task[None]]]:
+    sock = listening()
+    url = "http://127.0.0.1:%d" % sock.getsockname()[1]
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        serve_asgi(app, sock, stop.wait, keep_alive_seconds=5, graceful_seconds=2)
+    )
+    try:
+        yield url, stop, task
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+async def test_forwarded_headers_do_not_change_the_client_or_the_scheme() -> None:
+    async with served(who_am_i) as (url, _, _), httpx.AsyncClient() as client:
+        response = await client.get(
+            url + "/",
+            headers={"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"},
+        )
+    assert response.text == "127.0.0.1 http"
+    assert "server" not in response.headers  # no banner naming the server
+
+
+async def test_a_request_in_flight_finishes_when_the_server_is_told_to_stop() -> None:
+    async with served(who_am_i) as (url, stop, task), httpx.AsyncClient() as client:
+        slow = asyncio.create_task(client.get(url + "/slow"))
+        await asyncio.sleep(0.2)  # the request is in the app now
+        stop.set()
+        response = await slow
+        await asyncio.wait_for(task, 10)
+    assert response.status_code == 200
+
+
+async def test_serving_leaves_the_signal_handlers_alone() -> None:
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    async with served(who_am_i) as (url, _, _), httpx.AsyncClient() as client:
+        assert (await client.get(url + "/")).status_code == 200
+        during = {sig: signal.getsignal(sig) for sig in before}
+    assert during == before
+
+
+async def test_a_failed_lifespan_start_raises_instead_of_exiting() -> None:
+    async def broken(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        assert scope["type"] == "lifespan"
+        await receive()
+        await send({"type": "lifespan.startup.failed", "message": "no database"})
+
+    sock = listening()
+    with pytest.raises(RuntimeError, match="lifespan start-up failed"):
+        await serve_asgi(
+            broken, sock, asyncio.Event().wait, keep_alive_seconds=5, graceful_seconds=1
+        )
+    assert sock.fileno() == -1  # closed: taken over either way
