@@ -39,7 +39,7 @@ async def who_am_i(scope: dict[str, Any], receive: Any, send: Any) -> None:
 @asynccontextmanager
 async def served(app: Any) -> AsyncIterator[tuple[str, asyncio.Event, asyncio.Task[None]]]:
     sock = listening()
-    url = "http://127.0.0.1:%d" % sock.getsockname()[1]
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     stop = asyncio.Event()
     task = asyncio.create_task(
         serve_asgi(app, sock, stop.wait, keep_alive_seconds=5, graceful_seconds=2)
