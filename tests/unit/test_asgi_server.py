@@ -91,3 +91,25 @@ async def test_a_failed_lifespan_start_raises_instead_of_exiting() -> None:
             broken, sock, asyncio.Event().wait, keep_alive_seconds=5, graceful_seconds=1
         )
     assert sock.fileno() == -1  # closed: taken over either way
+
+
+async def test_a_request_past_the_graceful_limit_is_cut_off_and_answered_500() -> None:
+    async def forever(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await who_am_i(scope, receive, send)
+            return
+        await asyncio.sleep(60)
+
+    sock = listening()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        serve_asgi(forever, sock, stop.wait, keep_alive_seconds=5, graceful_seconds=1)
+    )
+    async with httpx.AsyncClient(timeout=30) as client:
+        request = asyncio.create_task(client.get(url))
+        await asyncio.sleep(0.2)
+        stop.set()
+        await asyncio.wait_for(task, 10)  # not the 60 s the app would take
+        response = await request
+    assert response.status_code == 500
