@@ -43,9 +43,9 @@ class _Server(uvicorn.Server):
     pauses 0.1 s more before it waits for the connections to close. That is 0.18 s for
     every stop, and the test suite stops servers hundreds of times."""
 
-    def __init__(self, config: uvicorn.Config, stopping: asyncio.Event) -> None:
+    def __init__(self, config: uvicorn.Config, told: asyncio.Future[Any]) -> None:
         super().__init__(config)
-        self.stopping = stopping
+        self.told = told
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -58,9 +58,8 @@ class _Server(uvicorn.Server):
         counter = 0
         while not await self.on_tick(counter):
             counter = (counter + 1) % 864_000
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), TICK_SECONDS)
-                self.should_exit = True
+            await asyncio.wait({self.told}, timeout=TICK_SECONDS)
+            self.should_exit = self.told.done()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         for server in self.servers:
@@ -104,26 +103,14 @@ async def serve_asgi(
         timeout_keep_alive=keep_alive_seconds,
         timeout_graceful_shutdown=graceful_seconds,
     )
-    stopping = asyncio.Event()
-    server = _Server(config, stopping)
-    serving = asyncio.ensure_future(_serve(server, sock))
     told = asyncio.ensure_future(until())
     try:
-        await asyncio.wait({serving, told}, return_when=asyncio.FIRST_COMPLETED)
-        stopping.set()
-        await serving
-    finally:
-        told.cancel()
-        if not serving.done():  # cancelled while it stops: end it at once
-            server.force_exit = True
-            serving.cancel()
-        sock.close()
-
-
-async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
-    try:
-        await server.serve(sockets=[sock])
+        await _Server(config, told).serve(sockets=[sock])
     except SystemExit:  # uvicorn's answer to a lifespan start-up that failed
         raise RuntimeError(
-            "the HTTP app did not start: its lifespan start-up failed (the log has why)"
+            "the HTTP app did not start: its lifespan start-up failed (the log above says "
+            "why); fix what it names and start the server again"
         ) from None
+    finally:
+        told.cancel()
+        sock.close()
