@@ -16,6 +16,9 @@
    copy_rows(spans, received_at_us, agent_id)
                the binary COPY data (header, rows, trailer) of `spans` (Incoming objects)
                for the `span_copy` statement.
+   traces(spans)
+               the spans grouped by trace, with each trace's times, bytes and root span,
+               and whether a span comes twice: what the store counts before its claim.
 
    The Python path (evalkit/otel/otlp.py, evalkit/store/otel.py) is the reference: the
    tests compare both on generated and mutated bodies. Every read is bounds-checked, as
@@ -580,6 +583,161 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ spans by trace */
+
+/* The fields traces() reads of a span, in this order. */
+enum { T_TRACE_ID, T_SPAN_ID, T_PARENT, T_START, T_END, T_SIZE, NTRACE_FIELDS };
+static const char *TRACE_FIELD_NAMES[NTRACE_FIELDS] = {
+    "trace_id", "span_id", "parent_span_id", "start_ns", "end_ns", "size",
+};
+static PyObject *TRACE_FIELDS_INTERNED[NTRACE_FIELDS];
+
+typedef struct {
+    PyObject *trace_id, *spans, *root_span_id; /* references of its own */
+    PyObject *root;                            /* held by `spans` */
+    long long first, last, bytes, root_start;
+} Trace;
+
+typedef struct {
+    uint8_t key[24]; /* the trace id, then the span id */
+} SpanKey;
+
+static int compare_keys(const void *a, const void *b) {
+    return memcmp(((const SpanKey *)a)->key, ((const SpanKey *)b)->key, 24);
+}
+
+/* The span's field i (a new reference), read from its slot when the span is of `type`. */
+static PyObject *field_of(PyObject *span, int i, PyTypeObject *type, Py_ssize_t offsets[]) {
+    if (Py_TYPE(span) == type) {
+        PyObject *value = *(PyObject **)((char *)span + offsets[i]);
+        if (value != NULL) return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(span, TRACE_FIELDS_INTERNED[i]); /* unset, or another type */
+}
+
+static int as_long_long(PyObject *value, int i, long long *out) {
+    if (!PyLong_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "span %s is %.100s", TRACE_FIELD_NAMES[i],
+                     Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    *out = PyLong_AsLongLong(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int check_id(PyObject *value, int i, Py_ssize_t size) {
+    if (PyBytes_Check(value) && PyBytes_GET_SIZE(value) == size) return 0;
+    PyErr_Format(PyExc_TypeError, "span %s is not %zd bytes", TRACE_FIELD_NAMES[i], size);
+    return -1;
+}
+
+/* Counts the span (its fields in v) into its trace. */
+static int add_span(Trace *t, PyObject *span, PyObject *const v[]) {
+    long long start, end, size;
+    if (as_long_long(v[T_START], T_START, &start) < 0 ||
+        as_long_long(v[T_END], T_END, &end) < 0 || as_long_long(v[T_SIZE], T_SIZE, &size) < 0)
+        return -1;
+    if (v[T_PARENT] != Py_None && check_id(v[T_PARENT], T_PARENT, 8) < 0) return -1;
+    int first_span = PyList_GET_SIZE(t->spans) == 0;
+    if (PyList_Append(t->spans, span) < 0) return -1;
+    if (first_span || start < t->first) t->first = start;
+    if (first_span || end > t->last) t->last = end;
+    t->bytes += size;
+    /* the root: the earliest span without a parent, the least span id among equals */
+    if (v[T_PARENT] == Py_None &&
+        (t->root == NULL || start < t->root_start ||
+         (start == t->root_start && memcmp(PyBytes_AS_STRING(v[T_SPAN_ID]),
+                                           PyBytes_AS_STRING(t->root_span_id), 8) < 0))) {
+        t->root = span;
+        t->root_start = start;
+        Py_XSETREF(t->root_span_id, Py_NewRef(v[T_SPAN_ID]));
+    }
+    return 0;
+}
+
+/* The trace the span (its fields in v) belongs to, made when it is the first of it;
+   `index` maps trace ids to places in `found`. NULL on an error. */
+static Trace *trace_of(PyObject *index, Trace found[], Py_ssize_t *count, PyObject *const v[]) {
+    PyObject *place = PyDict_GetItemWithError(index, v[T_TRACE_ID]);
+    if (place != NULL) return &found[PyLong_AsSsize_t(place)];
+    if (PyErr_Occurred()) return NULL;
+    Trace *t = &found[*count];
+    PyObject *at = PyLong_FromSsize_t(*count);
+    int set = at == NULL ? -1 : PyDict_SetItem(index, v[T_TRACE_ID], at);
+    Py_XDECREF(at);
+    if (set < 0 || (t->spans = PyList_New(0)) == NULL) return NULL;
+    t->trace_id = Py_NewRef(v[T_TRACE_ID]);
+    (*count)++;
+    return t;
+}
+
+static int read_span_fields(PyObject *span, PyTypeObject *type, Py_ssize_t offsets[],
+                            PyObject *v[]) {
+    for (int i = 0; i < NTRACE_FIELDS; i++)
+        if ((v[i] = field_of(span, i, type, offsets)) == NULL) return -1;
+    return check_id(v[T_TRACE_ID], T_TRACE_ID, 16) < 0 || check_id(v[T_SPAN_ID], T_SPAN_ID, 8) < 0
+               ? -1
+               : 0;
+}
+
+static PyObject *traces(PyObject *module, PyObject *args) {
+    PyObject *spans;
+    if (!PyArg_ParseTuple(args, "O", &spans)) return NULL;
+    PyObject *seq = PySequence_Fast(spans, "spans must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), count = 0;
+    PyObject *index = PyDict_New(), *groups = NULL, *result = NULL;
+    Trace *found = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Trace));
+    SpanKey *keys = PyMem_Malloc((n ? (size_t)n : 1) * sizeof(SpanKey));
+    PyTypeObject *type = NULL;
+    Py_ssize_t offsets[NTRACE_FIELDS];
+    if (index == NULL || found == NULL || keys == NULL) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    /* Incoming's slots are read straight from the object, not looked up 6 times a span */
+    if (n && slot_offsets(Py_TYPE(PySequence_Fast_GET_ITEM(seq, 0)), TRACE_FIELD_NAMES,
+                          NTRACE_FIELDS, offsets) == 0)
+        type = Py_TYPE(PySequence_Fast_GET_ITEM(seq, 0));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *span = PySequence_Fast_GET_ITEM(seq, i), *v[NTRACE_FIELDS] = {NULL};
+        Trace *t = NULL;
+        int ok = read_span_fields(span, type, offsets, v) == 0 &&
+                 (t = trace_of(index, found, &count, v)) != NULL && add_span(t, span, v) == 0;
+        if (ok) {
+            memcpy(keys[i].key, PyBytes_AS_STRING(v[T_TRACE_ID]), 16);
+            memcpy(keys[i].key + 16, PyBytes_AS_STRING(v[T_SPAN_ID]), 8);
+        }
+        for (int f = 0; f < NTRACE_FIELDS; f++) Py_XDECREF(v[f]);
+        if (!ok) goto done;
+    }
+    qsort(keys, (size_t)n, sizeof(SpanKey), compare_keys);
+    int twice = 0;
+    for (Py_ssize_t i = 1; i < n && !twice; i++)
+        twice = memcmp(keys[i - 1].key, keys[i].key, 24) == 0;
+    if ((groups = PyList_New(count)) == NULL) goto done;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        Trace *t = &found[j];
+        PyObject *group = Py_BuildValue("(OOLLLO)", t->trace_id, t->spans, t->first, t->last,
+                                        t->bytes, t->root ? t->root : Py_None);
+        if (group == NULL) goto done;
+        PyList_SET_ITEM(groups, j, group);
+    }
+    result = Py_BuildValue("(OO)", groups, twice ? Py_True : Py_False);
+done:
+    for (Py_ssize_t j = 0; found != NULL && j < count; j++) {
+        Py_XDECREF(found[j].trace_id);
+        Py_XDECREF(found[j].spans);
+        Py_XDECREF(found[j].root_span_id);
+    }
+    PyMem_Free(found);
+    PyMem_Free(keys);
+    Py_XDECREF(groups);
+    Py_XDECREF(index);
+    Py_DECREF(seq);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(body, cls, groups) -> (spans, bad_ids, bad_times, bad_codes) | None: the spans of "
@@ -593,6 +751,11 @@ static PyMethodDef methods[] = {
     {"copy_rows", copy_rows, METH_VARARGS,
      "copy_rows(spans, received_at_us, agent_id) -> bytes: the binary COPY data of the "
      "span_copy statement for these spans."},
+    {"traces", traces, METH_VARARGS,
+     "traces(spans) -> (groups, twice): the spans by trace, in the order each trace first "
+     "comes, each group (trace_id, spans, first_ns, last_ns, bytes, root); root is the "
+     "earliest span without a parent (by start, then span id), or None. twice: some span "
+     "(trace id and span id) comes more than once."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -605,6 +768,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     for (int c = 0; c < NCOLUMNS; c++) {
         COLUMNS[c].interned = PyUnicode_InternFromString(COLUMNS[c].name);
         if (COLUMNS[c].interned == NULL) return NULL;
+    }
+    for (int i = 0; i < NTRACE_FIELDS; i++) {
+        TRACE_FIELDS_INTERNED[i] = PyUnicode_InternFromString(TRACE_FIELD_NAMES[i]);
+        if (TRACE_FIELDS_INTERNED[i] == NULL) return NULL;
     }
     return PyModule_Create(&module);
 }

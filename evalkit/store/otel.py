@@ -40,7 +40,14 @@ from evalkit.db import Conn, IntegrityError
 from evalkit.errors import Conflict, DatabaseError
 from evalkit.model import otel as wire
 from evalkit.otel.model import Span, orphan_session_id, session_attribute_names, session_text
-from evalkit.otel.otlp import Incoming, any_value, native, span_from_row
+from evalkit.otel.otlp import (
+    Incoming,
+    TraceGroup,
+    any_value,
+    group_by_trace,
+    native,
+    span_from_row,
+)
 from evalkit.sql import queries
 from evalkit.store.agents import active_mapping
 
@@ -141,14 +148,24 @@ def _span_attributes(body: bytes, names: list[str]) -> dict[str, Any]:
     return wanted
 
 
-def _root_session(spans: list[Incoming], names: list[str], trace_id: bytes) -> str | None:
-    """The session a trace takes when its root span is among ``spans``: the root's session
+def _claim(group: TraceGroup, names: list[str]) -> dict[str, Any]:
+    """The trace's row of the claim (``trace_claim_many``)."""
+    trace_id, _, first_ns, last_ns, _, _ = group
+    return {
+        "trace_id": trace_id.hex(),
+        "session_id": _root_session(group, names),
+        "first_span_at": ns_to_datetime(first_ns),
+        "last_span_at": ns_to_datetime(last_ns),
+    }
+
+
+def _root_session(group: TraceGroup, names: list[str]) -> str | None:
+    """The session a trace takes when its root span is in the batch: the root's session
     attribute, else the first one found on the trace's other spans here, else the trace id.
     None when the root is not here."""
-    roots = [s for s in spans if s.parent_span_id is None]
-    if not roots:
+    trace_id, spans, _, _, _, root = group
+    if root is None:
         return None
-    root = min(roots, key=lambda s: (s.start_ns, s.span_id))
     found = session_of_span(root, names)
     if found is not None:
         return found
@@ -264,32 +281,12 @@ async def copy_batch(
     batch = CopiedBatch(agent_id, received_at, max_session_bytes, result)
     if not spans:
         return batch
-    by_trace: dict[bytes, list[Incoming]] = {}
-    for span in spans:
-        group = by_trace.get(span.trace_id)
-        if group is None:
-            by_trace[span.trace_id] = [span]
-        else:
-            group.append(span)
+    groups, twice = group_by_trace(spans)
+    by_trace = {group[0]: group for group in groups}
 
     # 1. create or lock the traces. A trace's times are those of all its spans here (a span
     # refused by the cap below still widens them).
-    claims = []
-    batch_bytes: dict[bytes, int] = {}
-    batch_times: dict[bytes, list[int]] = {}
-    for trace_id, group in by_trace.items():
-        first_ns = min(s.start_ns for s in group)
-        last_ns = max(s.end_ns for s in group)
-        claims.append(
-            {
-                "trace_id": trace_id.hex(),
-                "session_id": _root_session(group, session_names, trace_id),
-                "first_span_at": ns_to_datetime(first_ns),
-                "last_span_at": ns_to_datetime(last_ns),
-            }
-        )
-        batch_bytes[trace_id] = sum(s.size for s in group)
-        batch_times[trace_id] = [first_ns, last_ns]
+    claims = [_claim(group, session_names) for group in groups]
     rows = await conn.all(
         "trace_claim_many",
         agent_id=agent_id,
@@ -303,7 +300,7 @@ async def copy_batch(
     # 2. the spans stored already, in traces an earlier batch created; a span twice in this
     # batch is stored once
     seen = await _stored_spans(
-        conn, agent_id, [by_trace[r["trace_id"]] for r in rows if r["earlier"]]
+        conn, agent_id, [by_trace[r["trace_id"]][1] for r in rows if r["earlier"]]
     )
 
     # 3. what each trace's spans count against: its session, or the trace while its root
@@ -318,7 +315,7 @@ async def copy_batch(
         if session_id is not None:
             reach[session_id] = (
                 reach.get(session_id, row["session_bytes"] or 0)
-                + batch_bytes[row["trace_id"]]
+                + by_trace[row["trace_id"]][4]
                 + (row["pending_bytes"] if row["root_now"] else 0)
             )
     locked: dict[str, int] = {}
@@ -360,9 +357,10 @@ async def copy_batch(
     # 4. the size cap: a span that would take its session (or pending trace) over it is
     # refused (an unlocked session cannot reach it here)
     refused: list[Incoming] = []
-    if not seen and _all_fit(by_trace, bucket_of, batch_bytes, max_session_bytes):
-        _take_all(by_trace, bucket_of, batch_bytes)
-        accepted, times = spans, batch_times
+    times: dict[bytes, Any]
+    if not seen and not twice and _all_fit(groups, bucket_of, max_session_bytes):
+        _take_all(groups, bucket_of)
+        accepted, times = spans, {group[0]: group[2:4] for group in groups}
     else:
         accepted, refused, times = _take_each(spans, seen, bucket_of, max_session_bytes)
         result.duplicates = len(spans) - len(accepted) - len(refused)
@@ -415,37 +413,28 @@ async def copy_batch(
 
 
 def _all_fit(
-    by_trace: dict[bytes, list[Incoming]],
-    bucket_of: dict[bytes, _Bucket],
-    batch_bytes: dict[bytes, int],
-    max_session_bytes: int,
+    groups: list[TraceGroup], bucket_of: dict[bytes, _Bucket], max_session_bytes: int
 ) -> bool:
-    """Whether every span of the batch is taken: none is sent twice within it, and every
-    session (or pending trace) stays within the cap with all of its spans here."""
+    """Whether every session (or pending trace) stays within the cap with all of the batch's
+    spans."""
     reach: dict[_Bucket, int] = {}
-    for trace_id, group in by_trace.items():
-        if len({s.span_id for s in group}) != len(group):
-            return False
+    for trace_id, _, _, _, size, _ in groups:
         bucket = bucket_of[trace_id]
-        reach[bucket] = reach.get(bucket, bucket.bytes) + batch_bytes[trace_id]
+        reach[bucket] = reach.get(bucket, bucket.bytes) + size
         if reach[bucket] > max_session_bytes:
             return False
     return True
 
 
-def _take_all(
-    by_trace: dict[bytes, list[Incoming]],
-    bucket_of: dict[bytes, _Bucket],
-    batch_bytes: dict[bytes, int],
-) -> None:
+def _take_all(groups: list[TraceGroup], bucket_of: dict[bytes, _Bucket]) -> None:
     """Count every span of the batch, a trace at a time (what :func:`_take_each` does span
-    by span, when :func:`_all_fit`)."""
-    for trace_id, group in by_trace.items():
+    by span, when no span is stored already or comes twice, and :func:`_all_fit`)."""
+    for trace_id, spans, _, _, size, _ in groups:
         bucket = bucket_of[trace_id]
         bucket.changed = True
-        bucket.bytes += batch_bytes[trace_id]
-        bucket.added_bytes += batch_bytes[trace_id]
-        bucket.spans += len(group)
+        bucket.bytes += size
+        bucket.added_bytes += size
+        bucket.spans += len(spans)
 
 
 def _take_each(
