@@ -530,12 +530,15 @@ static int put_column(Buffer *b, PyObject *value, const Column *c) {
     return -1;
 }
 
-static PyObject *column_of(PyObject *span, int c, PyTypeObject *type, Py_ssize_t offsets[]) {
+/* A span's field (a new reference): read from its slot at `offset` when the span is of
+   `type` (Incoming), else looked up by `name` (unset, or another type). */
+static PyObject *slot_or_attr(PyObject *span, PyTypeObject *type, Py_ssize_t offset,
+                              PyObject *name) {
     if (Py_TYPE(span) == type) {
-        PyObject *value = *(PyObject **)((char *)span + offsets[c]);
+        PyObject *value = *(PyObject **)((char *)span + offset);
         if (value != NULL) return Py_NewRef(value);
     }
-    return PyObject_GetAttr(span, COLUMNS[c].interned); /* unset, or another type */
+    return PyObject_GetAttr(span, name);
 }
 
 static PyObject *copy_rows(PyObject *module, PyObject *args) {
@@ -567,7 +570,7 @@ static PyObject *copy_rows(PyObject *module, PyObject *args) {
             put_int(&b, agent_id, 8, "agent_id") < 0)
             goto done;
         for (int c = 0; c < NCOLUMNS; c++) {
-            PyObject *value = column_of(span, c, type, offsets);
+            PyObject *value = slot_or_attr(span, type, offsets[c], COLUMNS[c].interned);
             if (value == NULL) goto done;
             int put = put_column(&b, value, &COLUMNS[c]);
             Py_DECREF(value);
@@ -604,15 +607,6 @@ typedef struct {
 
 static int compare_keys(const void *a, const void *b) {
     return memcmp(((const SpanKey *)a)->key, ((const SpanKey *)b)->key, 24);
-}
-
-/* The span's field i (a new reference), read from its slot when the span is of `type`. */
-static PyObject *field_of(PyObject *span, int i, PyTypeObject *type, Py_ssize_t offsets[]) {
-    if (Py_TYPE(span) == type) {
-        PyObject *value = *(PyObject **)((char *)span + offsets[i]);
-        if (value != NULL) return Py_NewRef(value);
-    }
-    return PyObject_GetAttr(span, TRACE_FIELDS_INTERNED[i]); /* unset, or another type */
 }
 
 static int as_long_long(PyObject *value, int i, long long *out) {
@@ -674,7 +668,8 @@ static Trace *trace_of(PyObject *index, Trace found[], Py_ssize_t *count, PyObje
 static int read_span_fields(PyObject *span, PyTypeObject *type, Py_ssize_t offsets[],
                             PyObject *v[]) {
     for (int i = 0; i < NTRACE_FIELDS; i++)
-        if ((v[i] = field_of(span, i, type, offsets)) == NULL) return -1;
+        if ((v[i] = slot_or_attr(span, type, offsets[i], TRACE_FIELDS_INTERNED[i])) == NULL)
+            return -1;
     return check_id(v[T_TRACE_ID], T_TRACE_ID, 16) < 0 || check_id(v[T_SPAN_ID], T_SPAN_ID, 8) < 0
                ? -1
                : 0;

@@ -26,6 +26,7 @@ trace's lock, so the second of two copies of a span in flight at once sees the f
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -282,7 +283,8 @@ async def copy_batch(
     if not spans:
         return batch
     groups, twice = group_by_trace(spans)
-    by_trace = {group[0]: group for group in groups}
+    trace_spans = {trace_id: members for trace_id, members, _, _, _, _ in groups}
+    trace_bytes = {trace_id: size for trace_id, _, _, _, size, _ in groups}
 
     # 1. create or lock the traces. A trace's times are those of all its spans here (a span
     # refused by the cap below still widens them).
@@ -300,7 +302,7 @@ async def copy_batch(
     # 2. the spans stored already, in traces an earlier batch created; a span twice in this
     # batch is stored once
     seen = await _stored_spans(
-        conn, agent_id, [by_trace[r["trace_id"]][1] for r in rows if r["earlier"]]
+        conn, agent_id, [trace_spans[r["trace_id"]] for r in rows if r["earlier"]]
     )
 
     # 3. what each trace's spans count against: its session, or the trace while its root
@@ -315,7 +317,7 @@ async def copy_batch(
         if session_id is not None:
             reach[session_id] = (
                 reach.get(session_id, row["session_bytes"] or 0)
-                + by_trace[row["trace_id"]][4]
+                + trace_bytes[row["trace_id"]]
                 + (row["pending_bytes"] if row["root_now"] else 0)
             )
     locked: dict[str, int] = {}
@@ -357,10 +359,11 @@ async def copy_batch(
     # 4. the size cap: a span that would take its session (or pending trace) over it is
     # refused (an unlocked session cannot reach it here)
     refused: list[Incoming] = []
-    times: dict[bytes, Any]
+    times: Mapping[bytes, Sequence[int]]
     if not seen and not twice and _all_fit(groups, bucket_of, max_session_bytes):
         _take_all(groups, bucket_of)
-        accepted, times = spans, {group[0]: group[2:4] for group in groups}
+        accepted = spans
+        times = {trace_id: (first, last) for trace_id, _, first, last, _, _ in groups}
     else:
         accepted, refused, times = _take_each(spans, seen, bucket_of, max_session_bytes)
         result.duplicates = len(spans) - len(accepted) - len(refused)
