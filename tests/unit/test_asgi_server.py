@@ -23,15 +23,17 @@ def listening() -> socket.socket:
     return sock
 
 
+async def lifespan(receive: Any, send: Any) -> None:
+    while (await receive())["type"] != "lifespan.shutdown":
+        await send({"type": "lifespan.startup.complete"})
+    await send({"type": "lifespan.shutdown.complete"})
+
+
 async def who_am_i(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Answers with the client address and scheme the server put in the scope."""
     if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
+        await lifespan(receive, send)
         return
-    if scope["path"] == "/slow":
-        await asyncio.sleep(0.5)
     body = f"{scope['client'][0]} {scope['scheme']}".encode()
     await send({"type": "http.response.start", "status": 200, "headers": []})
     await send({"type": "http.response.body", "body": body})
@@ -62,14 +64,32 @@ async def test_forwarded_headers_do_not_change_the_client_or_the_scheme() -> Non
     assert "server" not in response.headers  # no banner naming the server
 
 
+def held(seconds: float) -> tuple[Any, asyncio.Event]:
+    """An app that takes ``seconds`` over each request, and the event it sets when a request
+    has come in (so a test stops the server with the request in flight, not before)."""
+    arrived = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        arrived.set()
+        await asyncio.sleep(seconds)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"done"})
+
+    return app, arrived
+
+
 async def test_a_request_in_flight_finishes_when_the_server_is_told_to_stop() -> None:
-    async with served(who_am_i) as (url, stop, task), httpx.AsyncClient() as client:
-        slow = asyncio.create_task(client.get(url + "/slow"))
-        await asyncio.sleep(0.2)  # the request is in the app now
+    app, arrived = held(0.5)
+    async with served(app) as (url, stop, task), httpx.AsyncClient() as client:
+        request = asyncio.create_task(client.get(url + "/"))
+        await asyncio.wait_for(arrived.wait(), 10)
         stop.set()
-        response = await slow
+        response = await request
         await asyncio.wait_for(task, 10)
-    assert response.status_code == 200
+    assert response.status_code == 200 and response.text == "done"
 
 
 async def test_serving_leaves_the_signal_handlers_alone() -> None:
@@ -95,12 +115,7 @@ async def test_a_failed_lifespan_start_raises_instead_of_exiting() -> None:
 
 
 async def test_a_request_past_the_graceful_limit_is_cut_off_and_answered_500() -> None:
-    async def forever(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await who_am_i(scope, receive, send)
-            return
-        await asyncio.sleep(60)
-
+    forever, arrived = held(60)
     sock = listening()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     stop = asyncio.Event()
@@ -109,7 +124,7 @@ async def test_a_request_past_the_graceful_limit_is_cut_off_and_answered_500() -
     )
     async with httpx.AsyncClient(timeout=30) as client:
         request = asyncio.create_task(client.get(url))
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(arrived.wait(), 10)
         stop.set()
         await asyncio.wait_for(task, 10)  # not the 60 s the app would take
         response = await request
