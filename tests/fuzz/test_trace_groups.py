@@ -2,7 +2,7 @@
 counts before it claims the traces: each trace's spans, times, bytes and root, and whether a
 span comes twice. The C pass (``_native.traces``) is held to the Python one on generated
 batches where trace ids, span ids and start times collide, and both to examples worked out
-by hand."""
+by hand (the Python one is what a wheel built without a C compiler runs)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 from evalkit.otel.otlp import Incoming, TraceGroup, group_by_trace, group_in_python, native
 from tests.fuzz.conftest import examples
 
-pytestmark = pytest.mark.skipif(native is None, reason="evalkit/otel/_native.c is not compiled")
+compiled = pytest.mark.skipif(native is None, reason="evalkit/otel/_native.c is not compiled")
+both = pytest.mark.parametrize(
+    "group",
+    [
+        pytest.param(lambda spans: native.traces(spans), id="c", marks=compiled),
+        pytest.param(group_in_python, id="python"),
+    ],
+)
 
 
 def span(
@@ -50,7 +57,8 @@ def shape(found: tuple[list[TraceGroup], bool], spans: list[Any]) -> tuple[Any, 
     ], twice
 
 
-def test_traces_in_the_order_they_first_come_with_their_times_bytes_and_root():
+@both
+def test_traces_in_the_order_they_first_come_with_their_times_bytes_and_root(group):
     spans = [
         span(1, 11, parent=10, start=50, end=90, size=10),
         span(2, 20, parent=None, start=5, end=6, size=20),
@@ -58,7 +66,7 @@ def test_traces_in_the_order_they_first_come_with_their_times_bytes_and_root():
         span(1, 12, parent=10, start=30, end=60, size=40),
         span(3, 30, parent=99, start=7, end=8, size=50),
     ]
-    assert shape(native.traces(spans), spans) == (
+    assert shape(group(spans), spans) == (
         [
             (b"\x01" * 16, [0, 2, 3], 30, 100, 80, 2),
             (b"\x02" * 16, [1], 5, 6, 20, 1),
@@ -68,26 +76,29 @@ def test_traces_in_the_order_they_first_come_with_their_times_bytes_and_root():
     )
 
 
-def test_the_root_is_the_earliest_span_without_a_parent_then_the_least_span_id():
+@both
+def test_the_root_is_the_earliest_span_without_a_parent_then_the_least_span_id(group):
     spans = [
         span(1, 9, parent=None, start=20, end=30),
         span(1, 8, parent=None, start=20, end=30),
         span(1, 7, parent=None, start=21, end=30),
         span(1, 1, parent=8, start=10, end=30),  # earlier, but it has a parent
     ]
-    assert shape(native.traces(spans), spans)[0][0][5] == 1
+    assert shape(group(spans), spans)[0][0][5] == 1
     spans[2].start_ns = 19
-    assert shape(native.traces(spans), spans)[0][0][5] == 2
+    assert shape(group(spans), spans)[0][0][5] == 2
 
 
-def test_a_span_twice_is_its_trace_id_and_span_id_twice():
+@both
+def test_a_span_twice_is_its_trace_id_and_span_id_twice(group):
     one_id_in_two_traces = [span(1, 5, None, 1, 2), span(2, 5, None, 1, 2)]
-    assert native.traces(one_id_in_two_traces)[1] is False
+    assert group(one_id_in_two_traces)[1] is False
     sent_twice = [span(1, 5, None, 1, 2), span(2, 6, 5, 1, 2), span(1, 5, None, 1, 2)]
-    assert native.traces(sent_twice)[1] is True
-    assert native.traces([]) == ([], False)
+    assert group(sent_twice)[1] is True
+    assert group([]) == ([], False)
 
 
+@compiled
 def test_objects_without_slots_are_read_by_name_and_bad_fields_are_refused():
     spans = [span(1, 1, None, 1, 5), span(1, 2, 1, 2, 3)]
     plain = [SimpleNamespace(**{f: getattr(s, f) for f in Incoming.__slots__}) for s in spans]
@@ -116,6 +127,7 @@ batches = st.lists(
 )
 
 
+@compiled
 @settings(max_examples=examples(300))
 @given(batches)
 def test_the_c_pass_groups_as_python_does(spans):
