@@ -316,11 +316,13 @@ def checkpoints_so_far(db_url: str) -> int:
     return int(row[0]) if row else 0
 
 
-def raw_copy(db_url: str, batches: list[bytes], pgdata: Path) -> tuple[float, int, float]:
+def raw_copy(db_url: str, batches: list[bytes], pgdata: Path) -> tuple[float, int, float, float]:
     """Binary COPY of the same rows (decoded outside the timer) into spans, one COPY per
     batch on one connection: what the table takes with no dedupe and no session work.
-    The seconds it took, the rows, and the CPU seconds the database's processes spent."""
+    The seconds it took, the rows, the CPU seconds the database's processes spent, and the
+    CPU seconds this process spent making and sending the rows (the timed part only)."""
     spent = 0.0
+    client = 0.0
     rows = 0
     with psycopg.connect(db_url, autocommit=True) as conn:
         database_pids = postgres_pids(pgdata)  # with this connection's backend
@@ -329,6 +331,7 @@ def raw_copy(db_url: str, batches: list[bytes], pgdata: Path) -> tuple[float, in
             spans = decode_protobuf(body).spans
             received_at = datetime.now(UTC)
             began = time.perf_counter()
+            began_cpu = time.process_time()
             with conn.cursor() as cur:
                 # psycopg's default dumper for bytea is the DB-API Binary wrapper's, in
                 # Python; the plain bytes dumper is in C (the collector uses it too)
@@ -338,9 +341,10 @@ def raw_copy(db_url: str, batches: list[bytes], pgdata: Path) -> tuple[float, in
                     for span in spans:
                         copy.write_row(copy_row(span, -1, received_at))
             spent += time.perf_counter() - began
+            client += time.process_time() - began_cpu
             rows += len(spans)
         cpu = cpu_seconds(database_pids) - cpu_before
-    return spent, rows, cpu
+    return spent, rows, cpu, client
 
 
 def split(items: list[bytes], parts: int) -> list[list[bytes]]:
@@ -364,6 +368,7 @@ class Totals:
     copy_seconds: float = 0.0
     copy_rows: int = 0
     copy_database: float = 0.0
+    copy_client: float = 0.0
     copy_checkpoints: int = 0
 
 
@@ -460,10 +465,11 @@ def run_once(
         def copy(chunk: list[bytes]) -> None:
             checkpoint(db_url)
             checkpoints = checkpoints_so_far(db_url)
-            seconds, rows, cpu = raw_copy(db_url, chunk, cluster.pgdata)
+            seconds, rows, cpu, client = raw_copy(db_url, chunk, cluster.pgdata)
             totals.copy_seconds += seconds
             totals.copy_rows += rows
             totals.copy_database += cpu
+            totals.copy_client += client
             totals.copy_checkpoints += checkpoints_so_far(db_url) - checkpoints
 
         async def measure() -> None:
@@ -488,6 +494,7 @@ def run_once(
                 ("database", totals.database),
                 ("client", totals.client),
                 ("copy", totals.copy_database),
+                ("copy_client", totals.copy_client),
             )
         }
         expected = args.batches * BATCH
@@ -509,6 +516,8 @@ def run_once(
             "database_cpu": cpu["database"],
             "client_cpu": cpu["client"],
             "copy_cpu": cpu["copy"],
+            "copy_client_cpu": cpu["copy_client"],
+            "copy_wall": totals.copy_seconds / args.batches * 1000,
             "checkpoints": f"{totals.ingest_checkpoints}/{totals.copy_checkpoints}",
             "load_before": load_before,
             "load_after": loadavg(),
@@ -557,6 +566,11 @@ def print_one(result: dict[str, float | str]) -> None:
         print(f"{name + ' CPU per batch, ms':<34}{float(result[name + '_cpu']):>12.1f}")
     print(f"{'database CPU per raw COPY, ms':<34}{float(result['copy_cpu']):>12.1f}")
     print(
+        f"{'its client CPU / its wall, ms':<34}{float(result['copy_client_cpu']):>12.1f}"
+        f"  / {float(result['copy_wall']):.1f}  (a batch of the raw COPY: this process "
+        "makes its rows in Python while the database takes them)"
+    )
+    print(
         f"{'edge + database CPU, in COPYs':<34}{cpu_in_copies(result):>12.2f}"
         "  (each a raw COPY's database CPU, the same run)"
     )
@@ -578,6 +592,7 @@ COLUMNS = (
     ("edge_cpu", "edge ms", ".1f"),
     ("database_cpu", "db ms", ".1f"),
     ("copy_cpu", "COPY ms", ".1f"),
+    ("copy_client_cpu", "COPY cl", ".1f"),
     ("cpu_in_copies", "CPU/COPY", ".2f"),
 )
 
