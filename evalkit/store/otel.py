@@ -288,13 +288,12 @@ async def copy_batch(
 
     # 1. create or lock the traces. A trace's times are those of all its spans here (a span
     # refused by the cap below still widens them).
-    claims = [_claim(group, session_names) for group in groups]
     rows = await conn.all(
         "trace_claim_many",
         agent_id=agent_id,
         token_id=token_id,
         received_at=received_at,
-        traces=_json.encode(claims).decode(),
+        traces=_json.encode([_claim(group, session_names) for group in groups]).decode(),
     )
     if not rows:  # every trace of the batch has a row, unless the agent (or token) is gone
         raise _agent_deleted(agent_id)
@@ -305,12 +304,44 @@ async def copy_batch(
         conn, agent_id, [trace_spans[r["trace_id"]] for r in rows if r["earlier"]]
     )
 
-    # 3. what each trace's spans count against: its session, or the trace while its root
-    # has not come (a trace whose root came now brings its held spans to the session).
-    # Sessions the batch could take over the cap are locked, to count exactly.
-    sessions: dict[str, _Bucket] = {}
-    pending: dict[bytes, _Bucket] = {}
-    bucket_of: dict[bytes, _Bucket] = {}
+    # 3. what each trace's spans count against. Sessions the batch could take over the cap
+    # are locked, to count exactly.
+    reach = _session_reach(rows, trace_bytes)
+    lock = sorted(reach) if exact else sorted(s for s, n in reach.items() if n > max_session_bytes)
+    locked = await _lock_sessions(conn, agent_id, lock)
+    buckets = _Buckets.of(rows, locked, max_session_bytes)
+
+    # 4. the size cap: a span that would take its session (or pending trace) over it is
+    # refused (an unlocked session cannot reach it here)
+    refused: list[Incoming] = []
+    times: Mapping[bytes, Sequence[int]]
+    if not seen and not twice and _all_fit(groups, buckets.of_trace, max_session_bytes):
+        _take_all(groups, buckets.of_trace)
+        accepted = spans
+        times = {trace_id: (first, last) for trace_id, _, first, last, _, _ in groups}
+    else:
+        accepted, refused, times = _take_each(spans, seen, buckets.of_trace, max_session_bytes)
+        result.duplicates = len(spans) - len(accepted) - len(refused)
+    if accepted:
+        await _copy_spans(conn, agent_id, accepted, received_at)
+
+    # 5. what the write-back writes: the traces whose session or pending counts changed, and
+    # the sessions the batch brought something to
+    buckets.add_span_times(rows, times)
+    batch.traces = buckets.trace_rows(rows)
+    batch.sessions = buckets.session_rows()
+    batch.locked = sorted(locked)
+    result.waiting = sorted({row["session_id"] for row in rows if row["waiting"]})
+    result.stored = len(accepted)
+    result.refused = len(refused)
+    result.refused_sessions = buckets.refused_sessions()
+    result.touched = sorted(s for s, b in buckets.sessions.items() if b.changed)
+    return batch
+
+
+def _session_reach(rows: list[dict[str, Any]], trace_bytes: Mapping[bytes, int]) -> dict[str, int]:
+    """The size each session of the claimed traces would reach with all of the batch's spans
+    (and a trace's held spans, when its root came now), from its size as last committed."""
     reach: dict[str, int] = {}
     for row in rows:
         session_id = row["session_id"]
@@ -320,99 +351,116 @@ async def copy_batch(
                 + trace_bytes[row["trace_id"]]
                 + (row["pending_bytes"] if row["root_now"] else 0)
             )
-    locked: dict[str, int] = {}
-    lock = sorted(reach) if exact else sorted(s for s, n in reach.items() if n > max_session_bytes)
-    if lock:
-        locked = {
-            row["session_id"]: row["bytes"]
-            for row in await conn.all(
-                "session_lock_many", agent_id=agent_id, session_ids=_json.encode(lock).decode()
-            )
-        }
-    for row in rows:
-        trace_id = row["trace_id"]
-        session_id = row["session_id"]
-        if session_id is None:
-            bucket = pending[trace_id] = _Bucket(
-                bytes=row["pending_bytes"],
-                spans=row["pending_spans"],
-                first=row["first_span_at"],
-                last=row["last_span_at"],
-            )
-        else:
-            bucket = sessions.get(session_id)  # type: ignore[assignment]
-            if bucket is None:
-                bucket = sessions[session_id] = _Bucket(
-                    bytes=locked.get(session_id, row["session_bytes"] or 0)
+    return reach
+
+
+async def _lock_sessions(conn: Conn, agent_id: int, session_ids: list[str]) -> dict[str, int]:
+    """Lock these sessions (in key order) and read their sizes."""
+    if not session_ids:
+        return {}
+    rows = await conn.all(
+        "session_lock_many", agent_id=agent_id, session_ids=_json.encode(session_ids).decode()
+    )
+    return {row["session_id"]: row["bytes"] for row in rows}
+
+
+@dataclass(slots=True)
+class _Buckets:
+    """What the claimed traces' spans count against: their sessions, and the traces still
+    waiting for their root."""
+
+    sessions: dict[str, _Bucket] = field(default_factory=dict)
+    pending: dict[bytes, _Bucket] = field(default_factory=dict)
+    of_trace: dict[bytes, _Bucket] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, rows: list[dict[str, Any]], locked: Mapping[str, int], max_session_bytes: int
+    ) -> _Buckets:
+        """The buckets of the claim's rows: a trace waiting for its root is its own bucket;
+        the traces of a session share the session's, sized as locked, else as last
+        committed. A trace whose root came now brings its held spans to its session."""
+        buckets = cls()
+        for row in rows:
+            trace_id = row["trace_id"]
+            session_id = row["session_id"]
+            if session_id is None:
+                bucket = buckets.pending[trace_id] = _Bucket(
+                    bytes=row["pending_bytes"],
+                    spans=row["pending_spans"],
+                    first=row["first_span_at"],
+                    last=row["last_span_at"],
                 )
-            if row["root_now"]:
-                moved = row["pending_bytes"]
-                bucket.bytes += moved
-                bucket.added_bytes += moved
-                bucket.spans += row["pending_spans"]
-                bucket.changed = True
-                bucket.add_times(row["first_span_at"], row["last_span_at"])
-                if moved and bucket.bytes > max_session_bytes:
-                    bucket.truncated = True
-        bucket_of[trace_id] = bucket
+            else:
+                bucket = buckets.sessions.get(session_id)  # type: ignore[assignment]
+                if bucket is None:
+                    bucket = buckets.sessions[session_id] = _Bucket(
+                        bytes=locked.get(session_id, row["session_bytes"] or 0)
+                    )
+                if row["root_now"]:
+                    moved = row["pending_bytes"]
+                    bucket.bytes += moved
+                    bucket.added_bytes += moved
+                    bucket.spans += row["pending_spans"]
+                    bucket.changed = True
+                    bucket.add_times(row["first_span_at"], row["last_span_at"])
+                    if moved and bucket.bytes > max_session_bytes:
+                        bucket.truncated = True
+            buckets.of_trace[trace_id] = bucket
+        return buckets
 
-    # 4. the size cap: a span that would take its session (or pending trace) over it is
-    # refused (an unlocked session cannot reach it here)
-    refused: list[Incoming] = []
-    times: Mapping[bytes, Sequence[int]]
-    if not seen and not twice and _all_fit(groups, bucket_of, max_session_bytes):
-        _take_all(groups, bucket_of)
-        accepted = spans
-        times = {trace_id: (first, last) for trace_id, _, first, last, _, _ in groups}
-    else:
-        accepted, refused, times = _take_each(spans, seen, bucket_of, max_session_bytes)
-        result.duplicates = len(spans) - len(accepted) - len(refused)
-    if accepted:
-        await _copy_spans(conn, agent_id, accepted, received_at)
+    def add_span_times(
+        self, rows: list[dict[str, Any]], times: Mapping[bytes, Sequence[int]]
+    ) -> None:
+        """Widen each session's times by those of its traces' spans taken (a pending trace's
+        times are the claim's, already final)."""
+        for row in rows:
+            span_times = times.get(row["trace_id"])
+            if span_times is not None and row["session_id"] is not None:
+                self.of_trace[row["trace_id"]].add_times(
+                    ns_to_datetime(span_times[0]), ns_to_datetime(span_times[1])
+                )
 
-    # 5. what the write-back writes: the traces whose session or pending counts changed, and
-    # the sessions the batch brought something to
-    traces = []
-    for row in rows:
-        trace_id = row["trace_id"]
-        span_times = times.get(trace_id)
-        if span_times is not None and row["session_id"] is not None:
-            bucket_of[trace_id].add_times(
-                ns_to_datetime(span_times[0]), ns_to_datetime(span_times[1])
-            )
-        held = pending.get(trace_id)
-        if held is not None or row["root_now"]:
-            traces.append(
-                {
-                    "trace_id": trace_id.hex(),
-                    "session_id": row["session_id"],
-                    "pending_spans": held.spans if held else 0,
-                    "pending_bytes": held.bytes if held else 0,
-                }
-            )
-    batch.traces = traces
-    batch.sessions = [
-        {
-            "session_id": session_id,
-            "spans": bucket.spans,
-            "bytes": bucket.added_bytes,
-            "rejected": bucket.rejected,
-            "truncated": bucket.truncated,
-            "first_span_at": bucket.first,
-            "last_span_at": bucket.last,
-        }
-        for session_id, bucket in sorted(sessions.items())
-        if bucket.changed
-    ]
-    batch.locked = sorted(locked)
-    result.waiting = sorted({row["session_id"] for row in rows if row["waiting"]})
-    result.stored = len(accepted)
-    result.refused = len(refused)
-    result.refused_sessions = sorted(s for s, b in sessions.items() if b.rejected)
-    result.touched = sorted(s for s, b in sessions.items() if b.changed)
-    if any(b.rejected for b in pending.values()):
-        result.refused_sessions.append("(traces whose root span has not arrived)")
-    return batch
+    def refused_sessions(self) -> list[str]:
+        """The sessions a span was refused from, and a word for the pending traces if one
+        was refused from them."""
+        refused = sorted(s for s, bucket in self.sessions.items() if bucket.rejected)
+        if any(bucket.rejected for bucket in self.pending.values()):
+            refused.append("(traces whose root span has not arrived)")
+        return refused
+
+    def trace_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The write-back's traces: those still pending (their counts) and those whose root
+        came now (their session)."""
+        traces = []
+        for row in rows:
+            held = self.pending.get(row["trace_id"])
+            if held is not None or row["root_now"]:
+                traces.append(
+                    {
+                        "trace_id": row["trace_id"].hex(),
+                        "session_id": row["session_id"],
+                        "pending_spans": held.spans if held else 0,
+                        "pending_bytes": held.bytes if held else 0,
+                    }
+                )
+        return traces
+
+    def session_rows(self) -> list[dict[str, Any]]:
+        """The write-back's sessions: those the batch brought something to, in key order."""
+        return [
+            {
+                "session_id": session_id,
+                "spans": bucket.spans,
+                "bytes": bucket.added_bytes,
+                "rejected": bucket.rejected,
+                "truncated": bucket.truncated,
+                "first_span_at": bucket.first,
+                "last_span_at": bucket.last,
+            }
+            for session_id, bucket in sorted(self.sessions.items())
+            if bucket.changed
+        ]
 
 
 def _all_fit(
