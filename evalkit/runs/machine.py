@@ -71,6 +71,12 @@ MIN_POLL_SECONDS = 0.5
 """A poll bounded by the run's deadline or stop grace still gets this long to answer."""
 
 
+class PollCutAtBound(HarnessError):
+    """A poll with no answer by its bound, the run's deadline or the end of its stop grace:
+    that moment has come. (The clock, read just after, may still say a millisecond before
+    it: the event loop's timers can fire that early.)"""
+
+
 def is_allowed(from_state: str, to_state: str) -> bool:
     return to_state in ALLOWED.get(from_state, frozenset())
 
@@ -247,7 +253,7 @@ async def _status_before(work: RunWork, env: Env, ends: datetime | None) -> RunS
             return await env.harness.status(work.harness_run_id)
     except TimeoutError:
         until = "the stop grace ends" if work.state == "stopping" else "the run timeout"
-        raise HarnessError(
+        raise PollCutAtBound(
             f"no answer within the {seconds:.3g} s left before {until}", retryable=True
         ) from None
 
@@ -259,15 +265,17 @@ def _poll_ends(work: RunWork) -> datetime | None:
 
 
 async def _failed_poll(work: RunWork, env: Env, exc: EvalkitError) -> Step:
-    """A poll that failed. Past the deadline the run times out whatever the poll did; in
-    the stop grace it is retried until the grace ends, then the run is collected."""
+    """A poll that failed. Past the deadline, or cut at it, the run times out whatever the
+    poll did; in the stop grace it is retried until the grace ends, or a poll is cut at its
+    end, then the run is collected."""
     now = env.now()
-    if work.state == "running" and _past_deadline(work, now):
+    cut = isinstance(exc, PollCutAtBound)
+    if work.state == "running" and (cut or _past_deadline(work, now)):
         return await _time_out(work, env, now, poll_error=exc)
     if work.state == "stopping":
         grace_left = (_grace_ends(work) - now).total_seconds()
         retryable = isinstance(exc, HarnessError) and exc.retryable
-        if not retryable or grace_left <= 0:
+        if cut or not retryable or grace_left <= 0:
             grace = work.settings.stop_grace
             unanswered = f"could not be polled within the {grace:g} s stop grace (last: {exc})"
             return Step(_stop_grace_over(work, unanswered))
