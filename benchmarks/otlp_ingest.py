@@ -19,6 +19,8 @@ a span) from 8 concurrent clients. It prints:
   every other chunk), each phase right after a CHECKPOINT: a two-core machine whose speed
   drifts by half from one minute to the next then moves both sides of the ratio together,
   and the full-page writes after a checkpoint do not fall by chance on one side;
+- the raw COPY's own client CPU and wall time a batch: on one connection the client and
+  the backend mostly take turns, so the ceiling moves with the client's CPU too;
 
 and the ratios against the targets (issue 19: 0.70 of the ceiling, p99 100 ms, RSS 200 MB).
 With ``--against DIR`` it runs an old tree (its own migrations on its own fresh database,
@@ -567,8 +569,8 @@ def print_one(result: dict[str, float | str]) -> None:
     print(f"{'database CPU per raw COPY, ms':<34}{float(result['copy_cpu']):>12.1f}")
     print(
         f"{'its client CPU / its wall, ms':<34}{float(result['copy_client_cpu']):>12.1f}"
-        f"  / {float(result['copy_wall']):.1f}  (a batch of the raw COPY: this process "
-        "makes its rows in Python while the database takes them)"
+        f"  / {float(result['copy_wall']):.1f}  (a batch of the raw COPY, on one "
+        "connection: this process makes its rows in Python, and the database takes them)"
     )
     print(
         f"{'edge + database CPU, in COPYs':<34}{cpu_in_copies(result):>12.2f}"
