@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -220,104 +221,20 @@ async def sync_dataset(
         r["case_id"]: r for r in await conn.all("case_list_current_for_sync", dataset_id=ds_id)
     }
     known_rows = _known_rows(ws, name, request.known, current)
-
-    shas = sorted({pin["sha256"] for c in cases for pin in c["fixtures"].values()})
-    if shas:
-        missing = await missing_fixtures(conn, shas)
-        if missing:
-            raise BadRequest(
-                f"{len(missing)} fixture(s) are not on the server (first {missing[0]}): "
-                "upload their bytes before the sync (`evalkit sync` does this)",
-                code="fixture-missing",
-            )
     ids = [c["id"] for c in cases] + [k.id for k in request.known]
+    await _refuse_missing_fixtures(conn, cases)
     # case ids are unique within a workspace (cases_workspace_case_id_key): the ids this
     # dataset holds already are nobody else's
-    fresh = [case_id for case_id in ids if case_id not in current]
-    taken = await ids_taken_elsewhere(conn, ws, fresh, ds_id) if fresh else {}
-    if taken:
-        listed = ", ".join(f"{cid} (in {ds})" for cid, ds in sorted(taken.items())[:5])
-        raise Conflict(
-            f"case ids are unique within @{ws.facts.name}, and {len(taken)} of this suite's "
-            f"are used by another dataset: {listed}; rename those cases",
-            code="case-id-taken",
-        )
-    overlays = [(c["id"], c["overlay_target"]) for c in cases]
-    overlays += [(r["case_id"], r["overlay_target"]) for r in known_rows]
-    targets = sorted({target for _, target in overlays if target})
-    if targets:
-        missing_targets = await missing_overlay_targets(conn, ws, targets, ds_id)
-        if missing_targets:
-            users = [cid for cid, target in overlays if target in missing_targets]
-            raise BadRequest(
-                f"overlay target(s) {', '.join(missing_targets)} are not cases of another "
-                f"dataset of @{ws.facts.name} (used by {', '.join(users[:5])}): sync the "
-                "target's dataset first, or fix `overlay:`",
-                code="overlay-target-missing",
-            )
+    await _refuse_ids_taken(conn, ws, ds_id, [cid for cid in ids if cid not in current])
+    await _refuse_missing_overlay_targets(conn, ws, ds_id, cases, known_rows)
 
-    new_ids: list[str] = []
-    versions: list[tuple[str, dict[str, Any], int | None, int]] = []  # kind, case, pk, version
-    restore_only: list[dict[str, Any]] = []
-    unchanged = len(known_rows)
-    added: list[str] = []
-    changed: list[str] = []
-    restored: list[str] = []
-    for case in cases:
-        cur = current.get(case["id"])
-        if cur is None:
-            new_ids.append(case["id"])
-            added.append(case["id"])
-        elif cur["version_hash"] != case["version_hash"]:
-            kind = "restore" if cur["removed"] else "change"
-            versions.append((kind, case, cur["case_pk"], cur["version"] + 1))
-            (restored if cur["removed"] else changed).append(case["id"])
-        elif cur["removed"]:
-            restore_only.append(cur)
-            restored.append(case["id"])
-        else:
-            unchanged += 1
+    plan = _SyncPlan.of(cases, current, unchanged=len(known_rows))
     incoming = set(ids)
     removed_rows = [
         r for cid, r in sorted(current.items()) if cid not in incoming and not r["removed"]
     ]
-
-    if new_ids:
-        rows = await conn.all(
-            "case_insert_many",
-            workspace_id=ws.id,
-            dataset_id=ds_id,
-            case_ids=_json.encode(new_ids).decode(),
-        )
-        pks = {r["case_id"]: r["case_pk"] for r in rows}
-        by_id = {c["id"]: c for c in cases}
-        versions.extend(("add", by_id[cid], pks[cid], 1) for cid in new_ids)
-    events: list[dict[str, Any]] = []
-    if versions:
-        rows = [
-            {
-                "case_pk": pk,
-                "version": number,
-                "content": case["content"],
-                "content_hash": case["content_hash"],
-                "fixtures": case["fixtures"],
-                "version_hash": case["version_hash"],
-                "overlay_target": case["overlay_target"],
-                "source": case["source"],
-                "review_state": "pending",
-                "promoted_from": None,
-            }
-            for _, case, pk, number in versions
-        ]
-        inserted = await conn.all(
-            "case_version_insert_many", actor_id=actor_id, rows=_json.encode(rows).decode()
-        )
-        version_ids = {(r["case_pk"], r["version"]): r["version_id"] for r in inserted}
-        events.extend(
-            {"case_pk": pk, "version_id": version_ids[(pk, number)], "kind": kind, "comment": None}
-            for kind, _, pk, number in versions
-        )
-    events.extend(await _set_removed(conn, restore_only, removed=False))
+    events = await _write_versions(conn, ws, ds_id, actor_id, cases, plan)
+    events.extend(await _set_removed(conn, plan.restore_only, removed=False))
     events.extend(await _set_removed(conn, removed_rows, removed=True))
     if events:
         await conn.execute(
@@ -344,11 +261,11 @@ async def sync_dataset(
         dataset=name,
         workspace=ws.facts.name,
         created=created,
-        added=sorted(added),
-        changed=sorted(changed),
-        restored=sorted(restored),
+        added=sorted(plan.added),
+        changed=sorted(plan.changed),
+        restored=sorted(plan.restored),
         removed=[r["case_id"] for r in removed_rows],
-        unchanged=unchanged,
+        unchanged=plan.unchanged,
         branch=request.branch,
         sha=request.sha,
         actor=actor_name,
@@ -356,6 +273,134 @@ async def sync_dataset(
         unknown_custom_evaluators=[n for n in sorted(custom) if n not in registered],
         known=len(known_rows),
     )
+
+
+async def _refuse_missing_fixtures(conn: Conn, cases: list[dict[str, Any]]) -> None:
+    shas = sorted({pin["sha256"] for c in cases for pin in c["fixtures"].values()})
+    missing = await missing_fixtures(conn, shas) if shas else []
+    if missing:
+        raise BadRequest(
+            f"{len(missing)} fixture(s) are not on the server (first {missing[0]}): "
+            "upload their bytes before the sync (`evalkit sync` does this)",
+            code="fixture-missing",
+        )
+
+
+async def _refuse_ids_taken(conn: Conn, ws: WorkspaceRow, ds_id: int, fresh: list[str]) -> None:
+    """Refuses ids new to the dataset that another dataset of the workspace holds."""
+    taken = await ids_taken_elsewhere(conn, ws, fresh, ds_id) if fresh else {}
+    if taken:
+        listed = ", ".join(f"{cid} (in {ds})" for cid, ds in sorted(taken.items())[:5])
+        raise Conflict(
+            f"case ids are unique within @{ws.facts.name}, and {len(taken)} of this suite's "
+            f"are used by another dataset: {listed}; rename those cases",
+            code="case-id-taken",
+        )
+
+
+async def _refuse_missing_overlay_targets(
+    conn: Conn,
+    ws: WorkspaceRow,
+    ds_id: int,
+    cases: list[dict[str, Any]],
+    known_rows: list[dict[str, Any]],
+) -> None:
+    overlays = [(c["id"], c["overlay_target"]) for c in cases]
+    overlays += [(r["case_id"], r["overlay_target"]) for r in known_rows]
+    targets = sorted({target for _, target in overlays if target})
+    missing = await missing_overlay_targets(conn, ws, targets, ds_id) if targets else []
+    if missing:
+        users = [cid for cid, target in overlays if target in missing]
+        raise BadRequest(
+            f"overlay target(s) {', '.join(missing)} are not cases of another "
+            f"dataset of @{ws.facts.name} (used by {', '.join(users[:5])}): sync the "
+            "target's dataset first, or fix `overlay:`",
+            code="overlay-target-missing",
+        )
+
+
+@dataclass
+class _SyncPlan:
+    """What a sync does to each case the suite sends in full, against the dataset's cases."""
+
+    new_ids: list[str] = field(default_factory=list)
+    versions: list[tuple[str, dict[str, Any], int | None, int]] = field(default_factory=list)
+    """(kind, case, its pk, the new version's number) of each case changed or restored."""
+    restore_only: list[dict[str, Any]] = field(default_factory=list)
+    """Removed cases sent back unchanged: only their removal is undone."""
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    unchanged: int = 0
+
+    @classmethod
+    def of(
+        cls, cases: list[dict[str, Any]], current: dict[str, dict[str, Any]], *, unchanged: int
+    ) -> _SyncPlan:
+        plan = cls(unchanged=unchanged)
+        for case in cases:
+            cur = current.get(case["id"])
+            if cur is None:
+                plan.new_ids.append(case["id"])
+                plan.added.append(case["id"])
+            elif cur["version_hash"] != case["version_hash"]:
+                kind = "restore" if cur["removed"] else "change"
+                plan.versions.append((kind, case, cur["case_pk"], cur["version"] + 1))
+                (plan.restored if cur["removed"] else plan.changed).append(case["id"])
+            elif cur["removed"]:
+                plan.restore_only.append(cur)
+                plan.restored.append(case["id"])
+            else:
+                plan.unchanged += 1
+        return plan
+
+
+async def _write_versions(
+    conn: Conn,
+    ws: WorkspaceRow,
+    ds_id: int,
+    actor_id: int | None,
+    cases: list[dict[str, Any]],
+    plan: _SyncPlan,
+) -> list[dict[str, Any]]:
+    """Insert the new cases, then a version of each case added, changed or restored; the
+    events that record them."""
+    versions = list(plan.versions)
+    if plan.new_ids:
+        rows = await conn.all(
+            "case_insert_many",
+            workspace_id=ws.id,
+            dataset_id=ds_id,
+            case_ids=_json.encode(plan.new_ids).decode(),
+        )
+        pks = {r["case_id"]: r["case_pk"] for r in rows}
+        by_id = {c["id"]: c for c in cases}
+        versions.extend(("add", by_id[cid], pks[cid], 1) for cid in plan.new_ids)
+    if not versions:
+        return []
+    rows = [
+        {
+            "case_pk": pk,
+            "version": number,
+            "content": case["content"],
+            "content_hash": case["content_hash"],
+            "fixtures": case["fixtures"],
+            "version_hash": case["version_hash"],
+            "overlay_target": case["overlay_target"],
+            "source": case["source"],
+            "review_state": "pending",
+            "promoted_from": None,
+        }
+        for _, case, pk, number in versions
+    ]
+    inserted = await conn.all(
+        "case_version_insert_many", actor_id=actor_id, rows=_json.encode(rows).decode()
+    )
+    version_ids = {(r["case_pk"], r["version"]): r["version_id"] for r in inserted}
+    return [
+        {"case_pk": pk, "version_id": version_ids[(pk, number)], "kind": kind, "comment": None}
+        for kind, _, pk, number in versions
+    ]
 
 
 def _known_rows(
