@@ -16,9 +16,10 @@
    copy_rows(spans, received_at_us, agent_id)
                the binary COPY data (header, rows, trailer) of `spans` (Incoming objects)
                for the `span_copy` statement.
-   traces(spans)
-               the spans grouped by trace, with each trace's times, bytes and root span,
-               and whether a span comes twice: what the store counts before its claim.
+   traces(spans, group_type)
+               the spans grouped by trace (each a `group_type`, a tuple subclass), with
+               each trace's times, bytes and root span, and whether a span comes twice:
+               what the store counts before its claim.
 
    The Python path (evalkit/otel/otlp.py, evalkit/store/otel.py) is the reference: the
    tests compare both on generated and mutated bodies. Every read is bounds-checked, as
@@ -675,9 +676,26 @@ static int read_span_fields(PyObject *span, PyTypeObject *type, Py_ssize_t offse
                : 0;
 }
 
+/* A `group_type` (a tuple subclass: a NamedTuple) holding `values`, as tuple.__new__. */
+static PyObject *as_group(PyTypeObject *group_type, PyObject *values) {
+    if (values == NULL) return NULL;
+    PyObject *args = PyTuple_Pack(1, values);
+    Py_DECREF(values);
+    if (args == NULL) return NULL;
+    PyObject *group = PyTuple_Type.tp_new(group_type, args, NULL);
+    Py_DECREF(args);
+    return group;
+}
+
 static PyObject *traces(PyObject *module, PyObject *args) {
     PyObject *spans;
-    if (!PyArg_ParseTuple(args, "O", &spans)) return NULL;
+    PyTypeObject *group_type;
+    if (!PyArg_ParseTuple(args, "OO!", &spans, &PyType_Type, &group_type)) return NULL;
+    if (!PyType_IsSubtype(group_type, &PyTuple_Type)) {
+        PyErr_Format(PyExc_TypeError, "group_type must be a tuple subclass, not %.100s",
+                     group_type->tp_name);
+        return NULL;
+    }
     PyObject *seq = PySequence_Fast(spans, "spans must be a sequence");
     if (seq == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), count = 0;
@@ -713,8 +731,9 @@ static PyObject *traces(PyObject *module, PyObject *args) {
     if ((groups = PyList_New(count)) == NULL) goto done;
     for (Py_ssize_t j = 0; j < count; j++) {
         Trace *t = &found[j];
-        PyObject *group = Py_BuildValue("(OOLLLO)", t->trace_id, t->spans, t->first, t->last,
-                                        t->bytes, t->root ? t->root : Py_None);
+        PyObject *group =
+            as_group(group_type, Py_BuildValue("(OOLLLO)", t->trace_id, t->spans, t->first,
+                                               t->last, t->bytes, t->root ? t->root : Py_None));
         if (group == NULL) goto done;
         PyList_SET_ITEM(groups, j, group);
     }
@@ -747,10 +766,10 @@ static PyMethodDef methods[] = {
      "copy_rows(spans, received_at_us, agent_id) -> bytes: the binary COPY data of the "
      "span_copy statement for these spans."},
     {"traces", traces, METH_VARARGS,
-     "traces(spans) -> (groups, twice): the spans by trace, in the order each trace first "
-     "comes, each group (trace_id, spans, first_ns, last_ns, bytes, root); root is the "
-     "earliest span without a parent (by start, then span id), or None. twice: some span "
-     "(trace id and span id) comes more than once."},
+     "traces(spans, group_type) -> (groups, twice): the spans by trace, in the order each "
+     "trace first comes, each a group_type of (trace_id, spans, first_ns, last_ns, size, "
+     "root); root is the earliest span without a parent (by start, then span id), or None. "
+     "twice: some span (trace id and span id) comes more than once."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,7 +16,7 @@ import base64
 import binascii
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from google.protobuf import json_format
@@ -96,9 +96,20 @@ class Decoded:
 # --------------------------------------------------------------------------- batches
 
 
-TraceGroup = tuple[bytes, list[Incoming], int, int, int, Incoming | None]
-"""One trace's spans of a batch: its id, its spans in order, the earliest start and the
-latest end among them (ns), the bytes they count (``size``), and its root span."""
+class TraceGroup(NamedTuple):
+    """One trace's spans of a batch."""
+
+    trace_id: bytes
+    spans: list[Incoming]
+    """In the batch's order."""
+    first_ns: int
+    """The earliest start among them."""
+    last_ns: int
+    """The latest end among them."""
+    size: int
+    """The bytes they count against their session (each span's ``size``)."""
+    root: Incoming | None
+    """The earliest span without a parent (by start, then span id), when one is here."""
 
 
 def group_by_trace(spans: list[Incoming]) -> tuple[list[TraceGroup], bool]:
@@ -107,7 +118,7 @@ def group_by_trace(spans: list[Incoming]) -> tuple[list[TraceGroup], bool]:
     without a parent (by start time, then span id), or None when none is here. Done in C
     where evalkit was built with it."""
     if native is not None:
-        found: tuple[list[TraceGroup], bool] = native.traces(spans)
+        found: tuple[list[TraceGroup], bool] = native.traces(spans, TraceGroup)
         return found
     return group_in_python(spans)
 
@@ -123,7 +134,9 @@ def group_in_python(spans: list[Incoming]) -> tuple[list[TraceGroup], bool]:
         root = min(roots, key=lambda s: (s.start_ns, s.span_id)) if roots else None
         first_ns = min(s.start_ns for s in group)
         last_ns = max(s.end_ns for s in group)
-        groups.append((trace_id, group, first_ns, last_ns, sum(s.size for s in group), root))
+        groups.append(
+            TraceGroup(trace_id, group, first_ns, last_ns, sum(s.size for s in group), root)
+        )
     twice = len({s.trace_id + s.span_id for s in spans}) != len(spans)
     return groups, twice
 

@@ -151,12 +151,11 @@ def _span_attributes(body: bytes, names: list[str]) -> dict[str, Any]:
 
 def _claim(group: TraceGroup, names: list[str]) -> dict[str, Any]:
     """The trace's row of the claim (``trace_claim_many``)."""
-    trace_id, _, first_ns, last_ns, _, _ = group
     return {
-        "trace_id": trace_id.hex(),
+        "trace_id": group.trace_id.hex(),
         "session_id": _root_session(group, names),
-        "first_span_at": ns_to_datetime(first_ns),
-        "last_span_at": ns_to_datetime(last_ns),
+        "first_span_at": ns_to_datetime(group.first_ns),
+        "last_span_at": ns_to_datetime(group.last_ns),
     }
 
 
@@ -164,17 +163,16 @@ def _root_session(group: TraceGroup, names: list[str]) -> str | None:
     """The session a trace takes when its root span is in the batch: the root's session
     attribute, else the first one found on the trace's other spans here, else the trace id.
     None when the root is not here."""
-    trace_id, spans, _, _, _, root = group
-    if root is None:
+    if group.root is None:
         return None
-    found = session_of_span(root, names)
+    found = session_of_span(group.root, names)
     if found is not None:
         return found
-    for span in sorted(spans, key=lambda s: (s.start_ns, s.span_id)):
+    for span in sorted(group.spans, key=lambda s: (s.start_ns, s.span_id)):
         found = session_of_span(span, names)
         if found is not None:
             return found
-    return trace_id.hex()
+    return group.trace_id.hex()
 
 
 def _earliest(a: datetime | None, b: datetime | None) -> datetime | None:
@@ -283,8 +281,7 @@ async def copy_batch(
     if not spans:
         return batch
     groups, twice = group_by_trace(spans)
-    trace_spans = {trace_id: members for trace_id, members, _, _, _, _ in groups}
-    trace_bytes = {trace_id: size for trace_id, _, _, _, size, _ in groups}
+    group_of = {group.trace_id: group for group in groups}
 
     # 1. create or lock the traces. A trace's times are those of all its spans here (a span
     # refused by the cap below still widens them).
@@ -301,12 +298,12 @@ async def copy_batch(
     # 2. the spans stored already, in traces an earlier batch created; a span twice in this
     # batch is stored once
     seen = await _stored_spans(
-        conn, agent_id, [trace_spans[r["trace_id"]] for r in rows if r["earlier"]]
+        conn, agent_id, [group_of[r["trace_id"]].spans for r in rows if r["earlier"]]
     )
 
     # 3. what each trace's spans count against. Sessions the batch could take over the cap
     # are locked, to count exactly.
-    reach = _session_reach(rows, trace_bytes)
+    reach = _session_reach(rows, group_of)
     lock = sorted(reach) if exact else sorted(s for s, n in reach.items() if n > max_session_bytes)
     locked = await _lock_sessions(conn, agent_id, lock)
     buckets = _Buckets.of(rows, locked, max_session_bytes)
@@ -318,7 +315,7 @@ async def copy_batch(
     if not seen and not twice and _all_fit(groups, buckets.of_trace, max_session_bytes):
         _take_all(groups, buckets.of_trace)
         accepted = spans
-        times = {trace_id: (first, last) for trace_id, _, first, last, _, _ in groups}
+        times = {group.trace_id: (group.first_ns, group.last_ns) for group in groups}
     else:
         accepted, refused, times = _take_each(spans, seen, buckets.of_trace, max_session_bytes)
         result.duplicates = len(spans) - len(accepted) - len(refused)
@@ -335,11 +332,13 @@ async def copy_batch(
     result.stored = len(accepted)
     result.refused = len(refused)
     result.refused_sessions = buckets.refused_sessions()
-    result.touched = sorted(s for s, b in buckets.sessions.items() if b.changed)
+    result.touched = [session_id for session_id, _ in buckets.changed_sessions()]
     return batch
 
 
-def _session_reach(rows: list[dict[str, Any]], trace_bytes: Mapping[bytes, int]) -> dict[str, int]:
+def _session_reach(
+    rows: list[dict[str, Any]], group_of: Mapping[bytes, TraceGroup]
+) -> dict[str, int]:
     """The size each session of the claimed traces would reach with all of the batch's spans
     (and a trace's held spans, when its root came now), from its size as last committed."""
     reach: dict[str, int] = {}
@@ -348,7 +347,7 @@ def _session_reach(rows: list[dict[str, Any]], trace_bytes: Mapping[bytes, int])
         if session_id is not None:
             reach[session_id] = (
                 reach.get(session_id, row["session_bytes"] or 0)
-                + trace_bytes[row["trace_id"]]
+                + group_of[row["trace_id"]].size
                 + (row["pending_bytes"] if row["root_now"] else 0)
             )
     return reach
@@ -446,8 +445,12 @@ class _Buckets:
                 )
         return traces
 
+    def changed_sessions(self) -> list[tuple[str, _Bucket]]:
+        """The sessions the batch brought something to, in key order."""
+        return [(s, bucket) for s, bucket in sorted(self.sessions.items()) if bucket.changed]
+
     def session_rows(self) -> list[dict[str, Any]]:
-        """The write-back's sessions: those the batch brought something to, in key order."""
+        """The write-back's sessions (:meth:`changed_sessions`)."""
         return [
             {
                 "session_id": session_id,
@@ -458,8 +461,7 @@ class _Buckets:
                 "first_span_at": bucket.first,
                 "last_span_at": bucket.last,
             }
-            for session_id, bucket in sorted(self.sessions.items())
-            if bucket.changed
+            for session_id, bucket in self.changed_sessions()
         ]
 
 
@@ -469,9 +471,9 @@ def _all_fit(
     """Whether every session (or pending trace) stays within the cap with all of the batch's
     spans."""
     reach: dict[_Bucket, int] = {}
-    for trace_id, _, _, _, size, _ in groups:
-        bucket = bucket_of[trace_id]
-        reach[bucket] = reach.get(bucket, bucket.bytes) + size
+    for group in groups:
+        bucket = bucket_of[group.trace_id]
+        reach[bucket] = reach.get(bucket, bucket.bytes) + group.size
         if reach[bucket] > max_session_bytes:
             return False
     return True
@@ -480,12 +482,12 @@ def _all_fit(
 def _take_all(groups: list[TraceGroup], bucket_of: dict[bytes, _Bucket]) -> None:
     """Count every span of the batch, a trace at a time (what :func:`_take_each` does span
     by span, when no span is stored already or comes twice, and :func:`_all_fit`)."""
-    for trace_id, spans, _, _, size, _ in groups:
-        bucket = bucket_of[trace_id]
+    for group in groups:
+        bucket = bucket_of[group.trace_id]
         bucket.changed = True
-        bucket.bytes += size
-        bucket.added_bytes += size
-        bucket.spans += len(spans)
+        bucket.bytes += group.size
+        bucket.added_bytes += group.size
+        bucket.spans += len(group.spans)
 
 
 def _take_each(

@@ -20,7 +20,7 @@ compiled = pytest.mark.skipif(native is None, reason="evalkit/otel/_native.c is 
 both = pytest.mark.parametrize(
     "group",
     [
-        pytest.param(lambda spans: native.traces(spans), id="c", marks=compiled),
+        pytest.param(lambda spans: native.traces(spans, TraceGroup), id="c", marks=compiled),
         pytest.param(group_in_python, id="python"),
     ],
 )
@@ -55,6 +55,26 @@ def shape(found: tuple[list[TraceGroup], bool], spans: list[Any]) -> tuple[Any, 
         (trace_id, [place[id(s)] for s in members], first, last, size, root and place[id(root)])
         for trace_id, members, first, last, size, root in groups
     ], twice
+
+
+@both
+def test_each_group_names_its_fields(group):
+    root, child = span(1, 10, None, 40, 100, 30), span(1, 11, 10, 30, 60, 10)
+    [found], twice = group([child, root])
+    assert isinstance(found, TraceGroup) and not twice
+    assert (found.trace_id, found.first_ns, found.last_ns, found.size) == (
+        b"\x01" * 16,
+        30,
+        100,
+        40,
+    )
+    assert found.spans == [child, root] and found.root is root
+
+
+@compiled
+def test_the_group_type_must_be_a_tuple():
+    with pytest.raises(TypeError, match="group_type must be a tuple subclass, not dict"):
+        native.traces([], dict)
 
 
 @both
@@ -102,15 +122,17 @@ def test_a_span_twice_is_its_trace_id_and_span_id_twice(group):
 def test_objects_without_slots_are_read_by_name_and_bad_fields_are_refused():
     spans = [span(1, 1, None, 1, 5), span(1, 2, 1, 2, 3)]
     plain = [SimpleNamespace(**{f: getattr(s, f) for f in Incoming.__slots__}) for s in spans]
-    assert shape(native.traces(plain), plain) == shape(native.traces(spans), spans)
+    assert shape(native.traces(plain, TraceGroup), plain) == shape(
+        native.traces(spans, TraceGroup), spans
+    )
     with pytest.raises(AttributeError):
-        native.traces([SimpleNamespace(trace_id=b"\x01" * 16)])
+        native.traces([SimpleNamespace(trace_id=b"\x01" * 16)], TraceGroup)
     spans[1].span_id = b"\x01" * 7
     with pytest.raises(TypeError, match="span_id is not 8 bytes"):
-        native.traces(spans)
+        native.traces(spans, TraceGroup)
     spans[1].span_id, spans[1].start_ns = b"\x01" * 8, "2"
     with pytest.raises(TypeError, match="start_ns is str"):
-        native.traces(spans)
+        native.traces(spans, TraceGroup)
 
 
 batches = st.lists(

@@ -9,6 +9,7 @@ import asyncio
 import math
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,19 @@ from evalkit.serve import free_port
 
 async def _no_fixtures(sha256: str) -> bytes:
     raise AssertionError(f"no input file expected, asked for {sha256}")
+
+
+def make_env(
+    url: str, http: Http1Client, caps: Capabilities | None = None, **kw: Any
+) -> machine.Env:
+    """The machine's environment for the harness at ``url`` (``kw``: the retry policy, the
+    clock)."""
+    return machine.Env(
+        harness=HarnessClient(url, None, http),
+        capabilities=caps or Capabilities(),
+        fixture_bytes=_no_fixtures,
+        **kw,
+    )
 
 
 def work(
@@ -62,13 +76,7 @@ async def drive(
     run, and its error. The waits are not slept: the step says them, the driver honours
     them."""
     async with Http1Client(None, timeout=timeout, connect_timeout=timeout) as http:
-        env = machine.Env(
-            harness=HarnessClient(url, None, http),
-            capabilities=caps or Capabilities(),
-            fixture_bytes=_no_fixtures,
-            attempts=attempts,
-            backoff=backoff,
-        )
+        env = make_env(url, http, caps, attempts=attempts, backoff=backoff)
         waits: list[float] = []
         error = None
         while run.state in ("starting", "running", "stopping"):
@@ -146,11 +154,7 @@ async def test_what_is_not_worth_retrying_errors_at_once():
 async def test_a_live_run_is_polled_every_poll_interval():
     with ReferenceHarness(Behaviour(run_seconds=math.inf)) as ref:
         async with Http1Client(None, timeout=2.0, connect_timeout=2.0) as http:
-            env = machine.Env(
-                harness=HarnessClient(ref.url, None, http),
-                capabilities=Capabilities(),
-                fixture_bytes=_no_fixtures,
-            )
+            env = make_env(ref.url, http)
             run = work(poll_interval=0.7)
             step = await machine.step(run, env)
             assert step.transition is not None and step.transition.to_state == "running"
@@ -200,12 +204,7 @@ async def test_a_poll_cut_at_its_bound_ends_the_wait_though_the_clock_lags():
 
     with ReferenceHarness(Behaviour(run_seconds=math.inf, hang_first={"status": 100})) as ref:
         async with Http1Client(None, timeout=3.0, connect_timeout=3.0) as http:
-            env = machine.Env(
-                harness=HarnessClient(ref.url, None, http),
-                capabilities=ref.state.capabilities,
-                fixture_bytes=_no_fixtures,
-                now=lagging,
-            )
+            env = make_env(ref.url, http, ref.state.capabilities, now=lagging)
             # longer than the shortest poll, so that each poll is cut at the bound itself
             bound = machine.MIN_POLL_SECONDS + 0.3
             run = work(run_timeout=bound, stop_grace=bound, poll_interval=5)
@@ -224,12 +223,7 @@ async def test_a_failed_poll_wakes_the_run_at_its_deadline():
     """A failed poll before the deadline waits no longer than the deadline for its retry."""
     with ReferenceHarness(Behaviour(run_seconds=math.inf, fail_first={"status": 100})) as ref:
         async with Http1Client(None, timeout=2.0, connect_timeout=2.0) as http:
-            env = machine.Env(
-                harness=HarnessClient(ref.url, None, http),
-                capabilities=ref.state.capabilities,
-                fixture_bytes=_no_fixtures,
-                backoff=30.0,
-            )
+            env = make_env(ref.url, http, ref.state.capabilities, backoff=30.0)
             run = work(run_timeout=0.5, poll_interval=5)
             started = await machine.step(run, env)
             assert started.transition is not None
