@@ -56,6 +56,8 @@ from evalkit.sdk._model import (
 from evalkit.sdk._progress import Progress, Waiting, runs_text, say
 
 if TYPE_CHECKING:
+    import httpx
+
     from evalkit.sdk._judge import SdkJudge
 
 PAST_COLLECTING = frozenset({"scoring", "done", "failed"})
@@ -118,19 +120,15 @@ async def arun_experiment(
     """
     binding = bind(task)
     python_evaluators = check_evaluators(evaluators)
-    if not isinstance(concurrency, int) or concurrency < 1:
-        raise SdkError(f"concurrency must be a whole number of at least 1, got {concurrency!r}")
-    if not isinstance(repetitions, int) or not 1 <= repetitions <= 100:
-        raise SdkError(f"repetitions must be from 1 to 100, got {repetitions!r}")
-    if resume is not None and (dataset or case_ids or split or model or repetitions != 1):
-        raise SdkError(
-            "resume= goes on with the experiment as it was started: drop dataset, case_ids, "
-            "split, repetitions and model"
-        )
-    if resume is None and (dataset is None or agent is None):
-        raise SdkError("give dataset= and agent= (or resume=EXPERIMENT_ID)")
-    if judge is not None and not isinstance(judge, Judge):
-        raise SdkError("judge takes evalkit.sdk.Judge(base_url=..., model=...)")
+    _refuse_bad_options(
+        concurrency=concurrency,
+        repetitions=repetitions,
+        resume=resume,
+        dataset=dataset,
+        agent=agent,
+        narrowed=bool(case_ids or split or model),
+        judge=judge,
+    )
     base, token = login(server_url)
     link = SdkLink(base, token)
     http = None
@@ -157,41 +155,21 @@ async def arun_experiment(
             )
         import httpx
 
-        from evalkit.sdk._judge import load_judge, recorded_judge
-
         http = httpx.AsyncClient(timeout=300.0)  # the judge's
         if resume is not None:
-            experiment = await link.post_json(
-                f"/api/experiments/{resume}/resume", type=wire.Experiment
-            )
-            if experiment.driver != "sdk":
-                raise SdkError(
-                    f"experiment {resume} is not an SDK experiment (driven by "
-                    f"{experiment.driver}); go on with it with `evalkit run --resume {resume}`"
-                )
-            sdk_judge = recorded_judge(experiment, judge, http)
-            say(f"experiment {experiment.id}: going on with its unfinished runs")
+            experiment, sdk_judge = await _resumed(link, resume, judge, http)
         else:
             assert dataset is not None and agent is not None
-            dataset_ref = await _dataset_ref(link, dataset, workspace)
-            name, ws = await link.ref(agent, "agent")
-            tracing.require_agent(f"{name}@{ws}")  # before an experiment is created
-            # Recorded on the experiment: the server leaves the rubrics to this process.
-            sdk_judge = await load_judge(link, judge, http)
-            body = wire.ExperimentCreate(
-                dataset=dataset_ref,
-                agent=f"{name}@{ws}",
+            experiment, sdk_judge = await _created(
+                link,
+                dataset=await _dataset_ref(link, dataset, workspace),
+                agent=agent,
+                judge=judge,
+                http=http,
                 case_ids=list(case_ids) if case_ids else None,
                 split=split,
                 repetitions=repetitions,
                 model=model,
-                sdk=True,
-                judge=sdk_judge.record() if sdk_judge is not None else None,
-            )
-            experiment = await link.post_json("/api/experiments", body, type=wire.Experiment)
-            say(
-                f"experiment {experiment.id}: {experiment.agent} over {experiment.dataset}, "
-                f"{experiment.runs} runs"
             )
         runner = _Runner(link, binding, python_evaluators, concurrency, progress, sdk_judge)
         return await runner.run(experiment, timeout)
@@ -199,6 +177,87 @@ async def arun_experiment(
         if http is not None:
             await http.aclose()
         await link.aclose()
+
+
+def _refuse_bad_options(
+    *,
+    concurrency: Any,
+    repetitions: Any,
+    resume: int | None,
+    dataset: str | None,
+    agent: str | None,
+    narrowed: bool,
+    judge: Any,
+) -> None:
+    """Refuse options that cannot go together, before anything is asked of the server.
+    ``narrowed``: case_ids, split or model was given."""
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise SdkError(f"concurrency must be a whole number of at least 1, got {concurrency!r}")
+    if not isinstance(repetitions, int) or not 1 <= repetitions <= 100:
+        raise SdkError(f"repetitions must be from 1 to 100, got {repetitions!r}")
+    if resume is not None and (dataset or narrowed or repetitions != 1):
+        raise SdkError(
+            "resume= goes on with the experiment as it was started: drop dataset, case_ids, "
+            "split, repetitions and model"
+        )
+    if resume is None and (dataset is None or agent is None):
+        raise SdkError("give dataset= and agent= (or resume=EXPERIMENT_ID)")
+    if judge is not None and not isinstance(judge, Judge):
+        raise SdkError("judge takes evalkit.sdk.Judge(base_url=..., model=...)")
+
+
+async def _resumed(
+    link: SdkLink, resume: int, judge: Judge | None, http: httpx.AsyncClient
+) -> tuple[wire.Experiment, SdkJudge | None]:
+    """Experiment ``resume``, reopened for its unfinished runs, with the judge it recorded."""
+    from evalkit.sdk._judge import recorded_judge
+
+    experiment = await link.post_json(f"/api/experiments/{resume}/resume", type=wire.Experiment)
+    if experiment.driver != "sdk":
+        raise SdkError(
+            f"experiment {resume} is not an SDK experiment (driven by "
+            f"{experiment.driver}); go on with it with `evalkit run --resume {resume}`"
+        )
+    sdk_judge = recorded_judge(experiment, judge, http)
+    say(f"experiment {experiment.id}: going on with its unfinished runs")
+    return experiment, sdk_judge
+
+
+async def _created(
+    link: SdkLink,
+    *,
+    dataset: str,
+    agent: str,
+    judge: Judge | None,
+    http: httpx.AsyncClient,
+    case_ids: list[str] | None,
+    split: str | None,
+    repetitions: int,
+    model: str | None,
+) -> tuple[wire.Experiment, SdkJudge | None]:
+    """A new experiment of ``agent`` over ``dataset`` (a dataset reference), with the judge
+    of this process recorded on it: the server leaves the rubrics to this process."""
+    from evalkit.sdk._judge import load_judge
+
+    name, ws = await link.ref(agent, "agent")
+    tracing.require_agent(f"{name}@{ws}")  # before an experiment is created
+    sdk_judge = await load_judge(link, judge, http)
+    body = wire.ExperimentCreate(
+        dataset=dataset,
+        agent=f"{name}@{ws}",
+        case_ids=case_ids,
+        split=split,
+        repetitions=repetitions,
+        model=model,
+        sdk=True,
+        judge=sdk_judge.record() if sdk_judge is not None else None,
+    )
+    experiment = await link.post_json("/api/experiments", body, type=wire.Experiment)
+    say(
+        f"experiment {experiment.id}: {experiment.agent} over {experiment.dataset}, "
+        f"{experiment.runs} runs"
+    )
+    return experiment, sdk_judge
 
 
 run_experiment.__signature__ = inspect.signature(arun_experiment)  # type: ignore[attr-defined]
