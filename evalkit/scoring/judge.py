@@ -303,84 +303,99 @@ async def _post(
         return response.status_code, response.headers, hide(b"".join(chunks), judge.api_key)
 
 
-async def _ask(
-    ctx: RunContext,
-    config: JudgeConfig,
-    judge: JudgeSetup,
-    http: httpx.AsyncClient,
-    examples: tuple[Example, ...],
-) -> Verdict:
-    pair = (judge.base_url, judge.model)
-    plain = pair in _PLAIN_ONLY
-    temperature = pair not in _DEFAULT_TEMPERATURE
-    messages = build_messages(ctx, config, plain=plain, examples=examples)
-    failures = 0
-    unreadable = 0
-    deadline = time.monotonic() + judge.budget
+@dataclass
+class _Conversation:
+    """One run's exchange with the judge: what the next request asks, and what each failed
+    answer changes (the parameters the provider refuses, a correction to an unreadable
+    reply), within the run's budget and the judge's attempts."""
 
-    async def wait(delay: float, last: str) -> None:
-        """Sleep before a retry, unless that would run past the run's budget."""
-        if time.monotonic() + delay >= deadline:
-            raise _Failed(
-                f"the judge gave no usable answer within {judge.budget:g} s (the budget for "
-                f"one run); the last: {last}"
-            )
-        await asyncio.sleep(delay)
+    ctx: RunContext
+    config: JudgeConfig
+    judge: JudgeSetup
+    examples: tuple[Example, ...]
+    deadline: float
+    plain: bool
+    temperature: bool
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    failures: int = 0
+    unreadable: int = 0
 
-    while True:
-        left = deadline - time.monotonic()
+    @classmethod
+    def start(
+        cls, ctx: RunContext, config: JudgeConfig, judge: JudgeSetup, examples: tuple[Example, ...]
+    ) -> _Conversation:
+        pair = (judge.base_url, judge.model)
+        talk = cls(
+            ctx,
+            config,
+            judge,
+            examples,
+            deadline=time.monotonic() + judge.budget,
+            plain=pair in _PLAIN_ONLY,
+            temperature=pair not in _DEFAULT_TEMPERATURE,
+        )
+        talk.messages = build_messages(ctx, config, plain=talk.plain, examples=examples)
+        return talk
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return (self.judge.base_url, self.judge.model)
+
+    def next_timeout(self) -> float:
+        """The next request's timeout: the judge's, cut to what is left of the budget."""
+        left = self.deadline - time.monotonic()
         if left <= 0:
             raise _Failed(
-                f"the judge gave no usable answer within {judge.budget:g} s (the budget for "
-                "one run)"
+                f"the judge gave no usable answer within {self.judge.budget:g} s (the budget "
+                "for one run)"
             )
-        timeout = min(judge.timeout, left)
-        body: dict[str, Any] = {"model": judge.model, "messages": messages}
-        if temperature:
-            body["temperature"] = 0
-        if not plain:
-            body["response_format"] = RESPONSE_FORMAT
-        try:
-            status, headers, raw = await once_more_if_dropped(
-                partial(_post, http, judge, body, timeout)
-            )
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
-            failures += 1
-            if isinstance(exc, httpx.TimeoutException):
-                what = f"no answer within {timeout:g} s"
-            else:
-                what = f"cannot reach {judge.url} ({type(exc).__name__}: {exc})"
-            if failures >= judge.attempts:
-                raise _Failed(f"the judge failed {failures} times; the last: {what}") from None
-            await wait(_delay(judge, failures, None), what)
-            continue
-        except EvalkitError as exc:  # the egress policy refused the URL
-            raise _Failed(exc.message) from None
+        return min(self.judge.timeout, left)
 
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.judge.model, "messages": self.messages}
+        if self.temperature:
+            body["temperature"] = 0
+        if not self.plain:
+            body["response_format"] = RESPONSE_FORMAT
+        return body
+
+    async def after_no_answer(self, exc: httpx.HTTPError, timeout: float) -> None:
+        """A timeout or a transport failure: wait to ask again, or fail past the attempts."""
+        self.failures += 1
+        if isinstance(exc, httpx.TimeoutException):
+            what = f"no answer within {timeout:g} s"
+        else:
+            what = f"cannot reach {self.judge.url} ({type(exc).__name__}: {exc})"
+        if self.failures >= self.judge.attempts:
+            raise _Failed(f"the judge failed {self.failures} times; the last: {what}") from None
+        await self._wait(_delay(self.judge, self.failures, None), what)
+
+    async def after_refusal(self, status: int, headers: httpx.Headers, raw: bytes) -> None:
+        """An answer other than 200: drop the parameter a 400 blames, or wait to ask again
+        after a passing failure; fail on any other."""
         refused = _refused_parameter(raw) if status == 400 else None
-        if refused == "response_format" and not plain:
-            plain = True
-            _PLAIN_ONLY.add(pair)
-            messages = build_messages(ctx, config, plain=True, examples=examples)
-            continue
-        if refused == "temperature" and temperature:
-            temperature = False
-            _DEFAULT_TEMPERATURE.add(pair)
-            continue
-        if status in RETRY_STATUSES:
-            failures += 1
-            if failures >= judge.attempts:
-                raise _Failed(
-                    f"the judge answered {status} {failures} times; the last said: {_snippet(raw)}"
-                )
-            last = f"it answered {status}: {_snippet(raw)}"
-            await wait(_delay(judge, failures, _retry_after(headers)), last)
-            continue
-        if status != 200:
+        if refused == "response_format" and not self.plain:
+            self._go_plain()
+            return
+        if refused == "temperature" and self.temperature:
+            self.temperature = False
+            _DEFAULT_TEMPERATURE.add(self.pair)
+            return
+        if status not in RETRY_STATUSES:
             hint = _HINTS.get(status)
             tail = f" ({hint})" if hint else ""
             raise _Failed(f"the judge answered {status}: {_snippet(raw)}{tail}")
+        self.failures += 1
+        if self.failures >= self.judge.attempts:
+            raise _Failed(
+                f"the judge answered {status} {self.failures} times; the last said: {_snippet(raw)}"
+            )
+        last = f"it answered {status}: {_snippet(raw)}"
+        await self._wait(_delay(self.judge, self.failures, _retry_after(headers)), last)
 
+    def read(self, raw: bytes) -> Verdict | None:
+        """The verdict of a 200 answer; None when it could not be read and the judge is to
+        be asked again (plainly, or told what was wrong with its reply)."""
         content: str | None = None
         truncated = False
         try:
@@ -389,27 +404,66 @@ async def _ask(
                 raise _Failed(f"the judge model refused to grade: {refusal[:300]}")
             if not content:
                 raise Unreadable("the reply has no content")
-            return parse_verdict(content, plain=plain)
+            return parse_verdict(content, plain=self.plain)
         except Unreadable as exc:
             problem = exc
-        unreadable += 1
-        if unreadable >= judge.malformed_attempts:
+        self.unreadable += 1
+        if self.unreadable >= self.judge.malformed_attempts:
             raise _Failed(
-                f"the judge gave {unreadable} replies that could not be read; the last: "
+                f"the judge gave {self.unreadable} replies that could not be read; the last: "
                 f"{problem.problem}"
             )
-        if problem.prose and not plain and not truncated:
+        if problem.prose and not self.plain and not truncated:
             # The proxy dropped response_format: ask again with the plain instruction.
-            plain = True
-            _PLAIN_ONLY.add(pair)
-            messages = build_messages(ctx, config, plain=True, examples=examples)
-            continue
-        if content:
-            messages = [
-                *messages,
+            self._go_plain()
+        elif content:
+            self.messages = [
+                *self.messages,
                 {"role": "assistant", "content": content},
                 {"role": "user", "content": CORRECTION_TEMPLATE.format(problem=problem.problem)},
             ]
+        return None
+
+    def _go_plain(self) -> None:
+        self.plain = True
+        _PLAIN_ONLY.add(self.pair)
+        self.messages = build_messages(self.ctx, self.config, plain=True, examples=self.examples)
+
+    async def _wait(self, delay: float, last: str) -> None:
+        """Sleep before asking again, unless that would run past the run's budget."""
+        if time.monotonic() + delay >= self.deadline:
+            raise _Failed(
+                f"the judge gave no usable answer within {self.judge.budget:g} s (the budget "
+                f"for one run); the last: {last}"
+            )
+        await asyncio.sleep(delay)
+
+
+async def _ask(
+    ctx: RunContext,
+    config: JudgeConfig,
+    judge: JudgeSetup,
+    http: httpx.AsyncClient,
+    examples: tuple[Example, ...],
+) -> Verdict:
+    talk = _Conversation.start(ctx, config, judge, examples)
+    while True:
+        timeout = talk.next_timeout()
+        try:
+            status, headers, raw = await once_more_if_dropped(
+                partial(_post, http, judge, talk.body(), timeout)
+            )
+        except (httpx.TimeoutException, httpx.TransportError) as exc:
+            await talk.after_no_answer(exc, timeout)
+            continue
+        except EvalkitError as exc:  # the egress policy refused the URL
+            raise _Failed(exc.message) from None
+        if status != 200:
+            await talk.after_refusal(status, headers, raw)
+            continue
+        verdict = talk.read(raw)
+        if verdict is not None:
+            return verdict
 
 
 async def grade(

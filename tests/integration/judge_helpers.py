@@ -95,7 +95,7 @@ class JudgeBehaviour:
     (cut-off JSON), ``wrong_shape`` (JSON without the verdict's keys), ``out_of_range``
     (score 7), ``prose`` (text, no JSON), ``empty`` (no content), ``refusal``, ``slow``
     (sleeps ``slow_seconds`` first), ``not_completion`` (a JSON body that is not a chat
-    completion).
+    completion), ``cut_off`` (prose stopped by the token limit: finish_reason "length").
     """
 
     script: list[str] = field(default_factory=list)
@@ -138,7 +138,9 @@ def example_verdict(found: dict[str, str]) -> str | None:
     return None
 
 
-def _completion(content: str | None, *, refusal: str | None = None) -> dict[str, Any]:
+def _completion(
+    content: str | None, *, refusal: str | None = None, finish_reason: str = "stop"
+) -> dict[str, Any]:
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -148,7 +150,7 @@ def _completion(content: str | None, *, refusal: str | None = None) -> dict[str,
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": content, "refusal": refusal},
-                "finish_reason": "stop",
+                "finish_reason": finish_reason,
             }
         ],
     }
@@ -224,6 +226,8 @@ class JudgeServer(LoopbackServer):
             return JSONResponse(_completion(canned[action]))
         if action == "refusal":
             return JSONResponse(_completion(None, refusal="I can't help with grading this."))
+        if action == "cut_off":
+            return JSONResponse(_completion(canned["prose"], finish_reason="length"))
         if action == "not_completion":
             return JSONResponse({"result": "ok"})
         user = next(m["content"] for m in body["messages"] if m["role"] == "user")

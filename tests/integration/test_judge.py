@@ -302,6 +302,22 @@ async def test_a_slow_judge_times_out_and_is_recorded(http):
     assert item.error == "the judge failed 2 times; the last: no answer within 0.3 s"
 
 
+async def test_a_request_is_cut_at_what_is_left_of_the_budget(http):
+    # The request's own timeout (5 s) is longer than the run's budget (1 s): the budget wins.
+    server = run_judge(JudgeBehaviour(script=["slow"], slow_seconds=2.5))
+    try:
+        started = time.monotonic()
+        [item] = await grade(
+            context(), JudgeConfig(rubric=RUBRIC), judge=setup(server, budget=1), http=http
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        server.stop()
+    assert elapsed < 2.0, elapsed  # not the 2.5 s the slow answer takes
+    assert item.value is None
+    assert item.error.startswith("the judge gave no usable answer within 1 s (the budget")
+
+
 async def test_a_slow_judge_within_the_timeout_is_fine(http):
     server = run_judge(JudgeBehaviour(script=["slow"], slow_seconds=0.3))
     try:
@@ -340,6 +356,22 @@ async def test_proxy_that_ignores_response_format_gets_the_plain_instruction(htt
     first, second = (r["body"] for r in server.requests)
     assert "response_format" in first and "response_format" not in second
     assert second["messages"][1]["content"].endswith(PLAIN_JSON_INSTRUCTION)
+
+
+async def test_a_reply_cut_off_by_the_token_limit_is_corrected_not_taken_for_a_proxy(http):
+    # Prose that stopped at the token limit says nothing about response_format being
+    # dropped: ask again with it, showing the judge its cut reply and what was wrong.
+    server = run_judge(JudgeBehaviour(script=["cut_off"]))
+    try:
+        [item] = await grade(context(), JudgeConfig(rubric=RUBRIC), judge=setup(server), http=http)
+    finally:
+        server.stop()
+    assert item.value == 1.0
+    first, second = (r["body"] for r in server.requests)
+    assert "response_format" in first and "response_format" in second
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "user"]
+    assert second["messages"][2]["content"].startswith("The answer looks right to me.")
+    assert "not a JSON object" in second["messages"][3]["content"]
 
 
 async def test_a_model_that_takes_only_its_default_temperature(http):
