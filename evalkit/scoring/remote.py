@@ -183,7 +183,6 @@ def _check_name(raw: Any) -> str | None:
 def _read_scores(name: str, default_kind: str, raw: bytes) -> list[ScoreItem]:
     """The scores in a 200 answer; every entry that breaks the contract becomes an error
     score (named after the entry when it has a usable name, else after the evaluator)."""
-    evaluator = f"remote:{name}"
     try:
         reply = _reply_decoder.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -192,75 +191,106 @@ def _read_scores(name: str, default_kind: str, raw: bytes) -> list[ScoreItem]:
         ) from None
     if not reply.scores:
         raise _Refused("the answer has no scores: send at least one (score: null = no reading)")
-    items: dict[str, ScoreItem] = {}
-    problems: list[str] = []
+    reader = _ScoreReader(name, default_kind)
     for index, entry in enumerate(reply.scores[:MAX_SCORES]):
+        reader.read(index, entry)
+    if len(reply.scores) > MAX_SCORES:
+        reader.problems.append(
+            f"{len(reply.scores) - MAX_SCORES} scores past the first {MAX_SCORES} were left out"
+        )
+    return reader.scores()
+
+
+@dataclass
+class _ScoreReader:
+    """The entries of one answer read into scores by full name, and the problems found in
+    them, which end up on the evaluator's own score."""
+
+    name: str
+    default_kind: str
+    items: dict[str, ScoreItem] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def evaluator(self) -> str:
+        return f"remote:{self.name}"
+
+    @property
+    def kind(self) -> str:
+        return "gauge" if self.default_kind == "gauge" else "evaluator"
+
+    def read(self, index: int, entry: Any) -> None:
         raw_name = entry.get("name") if isinstance(entry, dict) else None
         entry_name = _check_name(raw_name)
         try:
             score = msgspec.convert(entry, Score)
         except msgspec.ValidationError as exc:
-            label = repr(raw_name) if entry_name else f"#{index + 1}"
-            if entry_name is None:
-                problems.append(f"score {label}: {exc}")
-                continue
-            full = score_name(name, entry_name)
-            if full not in items:
-                items[full] = ScoreItem(
-                    name=full,
-                    value=None,
-                    kind="gauge" if default_kind == "gauge" else "evaluator",
-                    error=f"score {label} breaks the Custom Evaluator API: {exc}",
-                    evaluator=evaluator,
-                )
-            continue
+            self._broken(index, raw_name, entry_name, exc)
+            return
         if entry_name is None:
-            problems.append(
+            self.problems.append(
                 f"score #{index + 1}: the name must be 1 to {MAX_SCORE_NAME} printable characters"
             )
-            continue
+            return
         if score.score is not None and not math.isfinite(score.score):
-            problems.append(f"score {entry_name!r}: not a finite number")
-            continue
-        full = score_name(name, entry_name)
-        if full in items:
-            problems.append(f"score {entry_name!r} appears twice; the first one was kept")
-            continue
-        kind = score.kind or default_kind
+            self.problems.append(f"score {entry_name!r}: not a finite number")
+            return
+        full = score_name(self.name, entry_name)
+        if full in self.items:
+            self.problems.append(f"score {entry_name!r} appears twice; the first one was kept")
+            return
+        kind = score.kind or self.default_kind
         explanation = score.explanation
         if explanation is not None and len(explanation) > MAX_EXPLANATION:
             explanation = explanation[:MAX_EXPLANATION] + " [cut]"
-        items[full] = ScoreItem(
+        self.items[full] = ScoreItem(
             name=full,
             value=None if score.score is None else float(score.score),
             kind="gauge" if kind == "gauge" else "evaluator",
             explanation=explanation,
-            evaluator=evaluator,
+            evaluator=self.evaluator,
         )
-    if len(reply.scores) > MAX_SCORES:
-        problems.append(
-            f"{len(reply.scores) - MAX_SCORES} scores past the first {MAX_SCORES} were left out"
-        )
-    if problems:
-        note = "; ".join(problems)
-        if name in items and items[name].value is not None:
-            # a reading stays a reading: the note goes with its explanation
-            first = items[name]
-            text = f"{first.explanation} ({note})" if first.explanation else note
-            items[name] = msgspec.structs.replace(first, explanation=text)
-        elif name in items:
-            first = items[name]
-            error = f"{first.error}; {note}" if first.error else note
-            items[name] = msgspec.structs.replace(first, error=error)
-        else:
-            items[name] = ScoreItem(
-                name=name,
+
+    def _broken(
+        self, index: int, raw_name: Any, entry_name: str | None, exc: msgspec.ValidationError
+    ) -> None:
+        """An entry that is not a score: an error score under its name when it has a usable
+        one (the first such entry of a name wins), else a problem."""
+        label = repr(raw_name) if entry_name else f"#{index + 1}"
+        if entry_name is None:
+            self.problems.append(f"score {label}: {exc}")
+            return
+        full = score_name(self.name, entry_name)
+        if full not in self.items:
+            self.items[full] = ScoreItem(
+                name=full,
                 value=None,
-                kind="gauge" if default_kind == "gauge" else "evaluator",
-                error=f"the answer breaks the Custom Evaluator API: {note}",
-                evaluator=evaluator,
+                kind=self.kind,
+                error=f"score {label} breaks the Custom Evaluator API: {exc}",
+                evaluator=self.evaluator,
             )
-    return list(items.values())
+
+    def scores(self) -> list[ScoreItem]:
+        """The scores, the problems noted on the evaluator's own score: in its explanation
+        when it is a reading (a reading stays a reading), else in its error."""
+        if self.problems:
+            note = "; ".join(self.problems)
+            first = self.items.get(self.name)
+            if first is not None and first.value is not None:
+                text = f"{first.explanation} ({note})" if first.explanation else note
+                self.items[self.name] = msgspec.structs.replace(first, explanation=text)
+            elif first is not None:
+                error = f"{first.error}; {note}" if first.error else note
+                self.items[self.name] = msgspec.structs.replace(first, error=error)
+            else:
+                self.items[self.name] = ScoreItem(
+                    name=self.name,
+                    value=None,
+                    kind=self.kind,
+                    error=f"the answer breaks the Custom Evaluator API: {note}",
+                    evaluator=self.evaluator,
+                )
+        return list(self.items.values())
 
 
 async def evaluate(
