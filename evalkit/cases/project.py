@@ -265,56 +265,63 @@ def _credentials(
         return {}
     result: dict[str, ProviderCredential] = {}
     for url, (url_node, spec_node) in entries(providers_node).items():
-        spec = providers[url]
-        if not _is_url(url):
-            sink.error(
-                "E-SCHEMA-VALUE",
-                url_node,
-                f"{url!r} is not a base URL: key each provider by its http(s) base URL",
-            )
-            continue
-        if not isinstance(spec, dict):
+        credential = _provider_credential(sink, url, url_node, providers[url], spec_node)
+        if credential is not None:
+            result[credential.base_url] = credential
+    return result
+
+
+def _provider_credential(
+    sink: Sink, url: str, url_node: Node, spec: Any, spec_node: Node
+) -> ProviderCredential | None:
+    """One entry of ``credentials.llm_providers``: a base URL and where its key is. None,
+    with the errors in ``sink``, when the entry cannot be used."""
+    if not _is_url(url):
+        sink.error(
+            "E-SCHEMA-VALUE",
+            url_node,
+            f"{url!r} is not a base URL: key each provider by its http(s) base URL",
+        )
+        return None
+    if not isinstance(spec, dict):
+        sink.error(
+            "E-SCHEMA-TYPE",
+            spec_node,
+            f"provider {url} takes {{api_key_env: NAME}} or {{api_key: KEY}}, got {kind(spec)}",
+        )
+        return None
+    spec_found = entries(spec_node)
+    for option, (option_node, _) in spec_found.items():
+        if option not in ("api_key_env", "api_key"):
+            unknown_key(sink, option_node, option, f"provider {url}", ("api_key", "api_key_env"))
+    env, key = spec.get("api_key_env"), spec.get("api_key")
+    if (env is None) == (key is None):
+        sink.error(
+            "E-SCHEMA-VALUE",
+            spec_node,
+            f"provider {url} needs exactly one of `api_key_env` (recommended) or `api_key`",
+        )
+        return None
+    if env is not None and not (isinstance(env, str) and _ENV_NAME_RE.match(env)):
+        sink.error(
+            "E-SCHEMA-VALUE",
+            spec_found["api_key_env"][1],
+            f"`api_key_env` must name an environment variable, got {kind(env)}",
+        )
+        return None
+    if key is not None:
+        if not isinstance(key, str) or not key:
             sink.error(
                 "E-SCHEMA-TYPE",
-                spec_node,
-                f"provider {url} takes {{api_key_env: NAME}} or {{api_key: KEY}}, got {kind(spec)}",
-            )
-            continue
-        spec_found = entries(spec_node)
-        for option, (option_node, _) in spec_found.items():
-            if option not in ("api_key_env", "api_key"):
-                unknown_key(
-                    sink, option_node, option, f"provider {url}", ("api_key", "api_key_env")
-                )
-        env, key = spec.get("api_key_env"), spec.get("api_key")
-        if (env is None) == (key is None):
-            sink.error(
-                "E-SCHEMA-VALUE",
-                spec_node,
-                f"provider {url} needs exactly one of `api_key_env` (recommended) or `api_key`",
-            )
-            continue
-        if env is not None and not (isinstance(env, str) and _ENV_NAME_RE.match(env)):
-            sink.error(
-                "E-SCHEMA-VALUE",
-                spec_found["api_key_env"][1],
-                f"`api_key_env` must name an environment variable, got {kind(env)}",
-            )
-            continue
-        if key is not None:
-            if not isinstance(key, str) or not key:
-                sink.error(
-                    "E-SCHEMA-TYPE",
-                    spec_found["api_key"][1],
-                    f"`api_key` must be a string, got {kind(key)}",
-                )
-                continue
-            sink.warning(
-                "W-INLINE-API-KEY",
                 spec_found["api_key"][1],
-                f"the key for {url} is written in {PROJECT_FILE}, which usually goes into git: "
-                "use `api_key_env: <VARIABLE>` instead",
+                f"`api_key` must be a string, got {kind(key)}",
             )
-        normalized = _normalize_url(url)
-        result[normalized] = ProviderCredential(base_url=normalized, api_key_env=env, api_key=key)
-    return result
+            return None
+        sink.warning(
+            "W-INLINE-API-KEY",
+            spec_found["api_key"][1],
+            f"the key for {url} is written in {PROJECT_FILE}, which usually goes into git: "
+            "use `api_key_env: <VARIABLE>` instead",
+        )
+    normalized = _normalize_url(url)
+    return ProviderCredential(base_url=normalized, api_key_env=env, api_key=key)

@@ -606,6 +606,32 @@ def test_project_unknown_key(repo: Path) -> None:
         ("fixtures: [a]\n", "E-SCHEMA-TYPE", 1),
         ("credentials:\n  llm_providers:\n    https://x.example.com: {}\n", "E-SCHEMA-VALUE", 3),
         ("credentials:\n  llm:\n    a: b\n", "E-SCHEMA-UNKNOWN-KEY", 2),
+        (
+            "credentials:\n  llm_providers:\n    x.example.com: {api_key_env: K}\n",
+            "E-SCHEMA-VALUE",
+            3,
+        ),
+        ("credentials:\n  llm_providers:\n    https://x.example.com: K\n", "E-SCHEMA-TYPE", 3),
+        (
+            "credentials:\n  llm_providers:\n    https://x.example.com: {api_key_env: K, key: v}\n",
+            "E-SCHEMA-UNKNOWN-KEY",
+            3,
+        ),
+        (
+            "credentials:\n  llm_providers:\n    https://x.io: {api_key_env: K, api_key: v}\n",
+            "E-SCHEMA-VALUE",
+            3,
+        ),
+        (
+            "credentials:\n  llm_providers:\n    https://x.example.com:\n      api_key_env: 1-k\n",
+            "E-SCHEMA-VALUE",
+            4,
+        ),
+        (
+            "credentials:\n  llm_providers:\n    https://x.example.com:\n      api_key: ''\n",
+            "E-SCHEMA-TYPE",
+            4,
+        ),
         ("max_fixture_bytes: 0\n", "E-SCHEMA-VALUE", 1),
         ("cases_dir: [a]\n", "E-SCHEMA-TYPE", 1),
         ("fixtures:\n  a: x\n  a: y\n", "E-YAML-DUPLICATE-KEY", 3),
