@@ -272,9 +272,37 @@ def _check_ids(analysis: Analysis) -> None:
 
 
 def _check_fixtures(analysis: Analysis, project: ProjectConfig | None, limit: int | None) -> None:
-    findings = analysis.report.findings
+    users = _fixture_users(analysis, project)
+    if project is None:
+        return
+    cap = limit or project.max_fixture_bytes or DEFAULT_MAX_FIXTURE_BYTES
+    root = project.root.resolve()
+    for key in sorted(users):
+        entry = project.fixtures[key]
+        first_case, first_line = users[key][0]
+        used = f"used by {len(users[key])} case(s), first {first_case.source}:{first_line}"
+        real = entry.resolved.resolve()
+        problem = _fixture_path_problem(key, entry, real, root, used)
+        if problem is None:
+            size = real.stat().st_size
+            if size <= cap:
+                analysis.fixtures[key] = (entry, size, real)
+                continue
+            problem = (
+                "E-FIXTURE-TOO-LARGE",
+                f"fixture `{key}` is {size} bytes, over the {cap}-byte limit ({used}): shrink "
+                "the file or raise `max_fixture_bytes` in evalkit.yaml",
+            )
+        code, message = problem
+        analysis.report.findings.append(_finding(code, str(project.path), entry.line, message))
+
+
+def _fixture_users(
+    analysis: Analysis, project: ProjectConfig | None
+) -> dict[str, list[tuple[ParsedCase, int]]]:
+    """The cases (and lines) that use each fixture key of the registry; a key the registry
+    does not have is a finding."""
     registry = project.fixtures if project is not None else {}
-    cap = limit or (project.max_fixture_bytes if project else None) or DEFAULT_MAX_FIXTURE_BYTES
     users: dict[str, list[tuple[ParsedCase, int]]] = {}
     for case in analysis.ids:
         for key, line in case.fixture_refs:
@@ -287,7 +315,7 @@ def _check_fixtures(analysis: Analysis, project: ProjectConfig | None, limit: in
                 why = f"{project.path} has no such key under `fixtures:`"
             hint = difflib.get_close_matches(key, list(registry), n=1)
             did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
-            findings.append(
+            analysis.report.findings.append(
                 _finding(
                     "E-FIXTURE-UNKNOWN",
                     case.file,
@@ -296,58 +324,29 @@ def _check_fixtures(analysis: Analysis, project: ProjectConfig | None, limit: in
                     f"{did_you_mean}: {why}; `input.files` lists keys of that registry",
                 )
             )
-    if project is None:
-        return
-    root = project.root.resolve()
-    for key in sorted(users):
-        entry = registry[key]
-        first_case, first_line = users[key][0]
-        used = f"used by {len(users[key])} case(s), first {first_case.source}:{first_line}"
-        real = entry.resolved.resolve()
-        file, line = str(project.path), entry.line
-        if not real.is_relative_to(root):
-            findings.append(
-                _finding(
-                    "E-PATH-ESCAPE",
-                    file,
-                    line,
-                    f"fixture `{key}` points to {real}, outside "
-                    f"the project directory {root} ({used}): keep fixture files inside the "
-                    "repository",
-                )
-            )
-        elif not real.exists():
-            findings.append(
-                _finding(
-                    "E-FIXTURE-MISSING",
-                    file,
-                    line,
-                    f"fixture `{key}`: file {entry.path} "
-                    f"does not exist ({used}): add the file or fix `path:`",
-                )
-            )
-        elif not real.is_file():
-            findings.append(
-                _finding(
-                    "E-FIXTURE-MISSING",
-                    file,
-                    line,
-                    f"fixture `{key}`: {entry.path} is not a "
-                    f"regular file ({used}): point `path:` at a file",
-                )
-            )
-        else:
-            size = real.stat().st_size
-            if size > cap:
-                findings.append(
-                    _finding(
-                        "E-FIXTURE-TOO-LARGE",
-                        file,
-                        line,
-                        f"fixture `{key}` is {size} bytes, "
-                        f"over the {cap}-byte limit ({used}): shrink the file or raise "
-                        "`max_fixture_bytes` in evalkit.yaml",
-                    )
-                )
-            else:
-                analysis.fixtures[key] = (entry, size, real)
+    return users
+
+
+def _fixture_path_problem(
+    key: str, entry: FixtureEntry, real: Path, root: Path, used: str
+) -> tuple[str, str] | None:
+    """(code, message) when a used fixture's path leaves the project, or is not a file."""
+    if not real.is_relative_to(root):
+        return (
+            "E-PATH-ESCAPE",
+            f"fixture `{key}` points to {real}, outside the project directory {root} ({used}): "
+            "keep fixture files inside the repository",
+        )
+    if not real.exists():
+        return (
+            "E-FIXTURE-MISSING",
+            f"fixture `{key}`: file {entry.path} does not exist ({used}): add the file or fix "
+            "`path:`",
+        )
+    if not real.is_file():
+        return (
+            "E-FIXTURE-MISSING",
+            f"fixture `{key}`: {entry.path} is not a regular file ({used}): point `path:` at "
+            "a file",
+        )
+    return None

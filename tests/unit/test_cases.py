@@ -435,6 +435,18 @@ def test_missing_fixture_file(repo: Path) -> None:
     assert only(report, "E-FIXTURE-MISSING") == ("evalkit.yaml", 4)
 
 
+def test_a_missing_fixture_and_one_that_is_not_a_file_are_told_apart(repo: Path) -> None:
+    (repo / "eval/fixtures/report.txt").unlink()
+    (repo / "eval/fixtures/logo.png").unlink()
+    (repo / "eval/fixtures/logo.png").mkdir()
+    write(suite_of(repo) / "a.yaml", "input: {files: [report, logo]}\n")
+    messages = sorted(f.message for f in lint(repo).findings)
+    assert len(messages) == 2, messages
+    assert messages[0].startswith("fixture `logo`: eval/fixtures/logo.png is not a regular file")
+    assert messages[1].startswith("fixture `report`: file eval/fixtures/report.txt does not exist")
+    assert "(used by 1 case(s), first a.yaml:1)" in messages[1]
+
+
 def test_fixture_that_is_a_directory(repo: Path) -> None:
     (repo / "eval/fixtures/logo.png").unlink()
     (repo / "eval/fixtures/logo.png").mkdir()
