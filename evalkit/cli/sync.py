@@ -268,24 +268,8 @@ def _sync(
     json: bool,
     started: float,
 ) -> int:
-    try:
-        suite = load_suite(directory, project, index=index)
-    except SuiteError as exc:
-        note(format_report(exc.report))
-        raise CliError(f"{exc.report.dataset}: fix the errors above before syncing") from None
-    for warning in suite.warnings:
-        note(f"{warning.file}:{warning.line or ''}: {warning.code} {warning.message}")
-    branch = branch or _git(directory, "rev-parse", "--abbrev-ref", "HEAD")
-    if branch == "HEAD":
-        branch = None
-    sha = sha or _git(directory, "rev-parse", "HEAD")
-    dirty = sha is not None and _dirty(directory, project, suite)
-    if dirty:
-        note(
-            f"{directory} has uncommitted changes (`git status -- {directory}`): the sync is "
-            f"recorded as {source_ref(branch, sha, dirty=True)}; commit them first to record "
-            "a clean commit"
-        )
+    suite = _loaded_suite(directory, project, index)
+    branch, sha, dirty = _source(directory, project, suite, branch, sha)
     hashes = {case.id: suite.version_hash(case) for case in suite.cases}
     with _client(project) as client:
         ws = workspace or client.personal_workspace()
@@ -307,14 +291,14 @@ def _sync(
             assert result is not None
         if result.known is not None:  # the server takes cases by hash
             index.remember(target, hashes)
-    uploaded, uploaded_bytes = len(uploads), sum(uploads.values())
-    used = {suite.fixtures[key].sha256 for case in suite.cases for key in case.fixture_keys}
-    on_server = len(used) - uploaded
     for name in result.unknown_custom_evaluators:
         note(
             f"W-CUSTOM-UNKNOWN @{ws} has no remote evaluator named {name!r} (expected for a "
             "Python evaluator)"
         )
+    used = {suite.fixtures[key].sha256 for case in suite.cases for key in case.fixture_keys}
+    uploaded, uploaded_bytes = len(uploads), sum(uploads.values())
+    on_server = len(used) - uploaded
     if json:
         out = msgspec.structs.asdict(result)
         out |= {
@@ -326,7 +310,49 @@ def _sync(
             "seconds": round(time.monotonic() - started, 3),
         }
         emit_json(out)
-        return 0
+    else:
+        _say_synced(result, uploaded, uploaded_bytes, on_server)
+    return 0
+
+
+def _loaded_suite(directory: Path, project: ProjectConfig | None, index: SuiteIndex) -> Suite:
+    """The suite in ``directory``, its warnings shown; its errors shown and refused."""
+    try:
+        suite = load_suite(directory, project, index=index)
+    except SuiteError as exc:
+        note(format_report(exc.report))
+        raise CliError(f"{exc.report.dataset}: fix the errors above before syncing") from None
+    for warning in suite.warnings:
+        note(f"{warning.file}:{warning.line or ''}: {warning.code} {warning.message}")
+    return suite
+
+
+def _source(
+    directory: Path,
+    project: ProjectConfig | None,
+    suite: Suite,
+    branch: str | None,
+    sha: str | None,
+) -> tuple[str | None, str | None, bool]:
+    """The branch, commit and dirtiness the sync records: the ones given, else git's (no
+    branch on a detached HEAD). Uncommitted changes to the suite are said, not refused."""
+    branch = branch or _git(directory, "rev-parse", "--abbrev-ref", "HEAD")
+    if branch == "HEAD":
+        branch = None
+    sha = sha or _git(directory, "rev-parse", "HEAD")
+    dirty = sha is not None and _dirty(directory, project, suite)
+    if dirty:
+        note(
+            f"{directory} has uncommitted changes (`git status -- {directory}`): the sync is "
+            f"recorded as {source_ref(branch, sha, dirty=True)}; commit them first to record "
+            "a clean commit"
+        )
+    return branch, sha, dirty
+
+
+def _say_synced(
+    result: wire.SyncResult, uploaded: int, uploaded_bytes: int, on_server: int
+) -> None:
     where = (
         f" from {source_ref(result.branch, result.sha, dirty=result.dirty)}"
         if (result.branch or result.sha)
@@ -349,7 +375,6 @@ def _sync(
         if ids:
             shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
             say(f"  {label}: {shown}")
-    return 0
 
 
 def _send(

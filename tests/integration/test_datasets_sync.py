@@ -19,6 +19,7 @@ def test_sync_twice_second_is_a_no_op(cli, server, tmp_path):
     out = first.json
     assert out["added"] == ["refund", "revenue"] and out["created"] is True
     assert out["fixtures_uploaded"] == 1 and out["workspace"] == "admin"
+    assert out["fixtures_on_server"] == 0  # the one used was just uploaded
     assert "uploading fixture 1/1: report" in first.err
 
     again = cli("sync", str(repo.suite("finance")))
@@ -99,6 +100,35 @@ def test_branch_and_sha_come_from_git(cli, server, tmp_path):
     table = cli("datasets", "list")
     assert table.out.split("\n")[0].split()[:2] == ["DATASET", "CASES"]
     assert f"topic@{head[:12]} by admin" in table.out
+    # A detached HEAD names no branch: the commit alone is recorded.
+    subprocess.run([*git, "checkout", "-q", "--detach"], check=True)
+    repo.case("finance", "b")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "y"], check=True)
+    detached = cli("sync", str(repo.suite("finance")), "--json")
+    assert detached.json["branch"] is None and detached.json["sha"] not in (None, head.strip())
+
+
+def test_the_summary_names_ten_cases_then_counts_the_rest(cli, server, tmp_path):
+    login(cli, server)
+    repo = Repo(tmp_path / "repo")
+    for n in range(12):
+        repo.case("many", f"case-{n:02d}")
+    result = cli("sync", str(repo.suite("many")))
+    assert result.code == 0, result.err
+    shown = ", ".join(f"case-{n:02d}" for n in range(10))
+    assert f"  added: {shown} and 2 more\n" in result.out
+
+
+def test_a_suites_warnings_are_shown_and_the_sync_goes_on(cli, server, tmp_path):
+    login(cli, server)
+    repo = Repo(tmp_path / "repo")
+    text = "input:\n  question: q\ntags: [a, a]\nevaluators:\n  exact_match: false\n"
+    path = repo.case("tagged", "twice", text=text)
+    result = cli("sync", str(repo.suite("tagged")))
+    assert result.code == 0, result.err
+    assert f"{path}:3: W-TAG-DUPLICATE tag 'a' is listed twice" in result.err
+    assert "1 added" in result.out
 
 
 def test_a_sync_from_a_tree_with_uncommitted_changes_is_marked_dirty(cli, server, tmp_path):
