@@ -306,6 +306,44 @@ class _Builder:
     # ------------------------------------------------------------------ building
 
     def build(self, session_id: str, agent_name: str, truncated: bool) -> BuildResult:
+        steps = self._span_steps()
+        answer, answered_by = self._answer()
+        if not steps:
+            # An agent's own span (or none): its answer is the one agent step.
+            self.unread.append("steps: no span is an LLM call or a tool (see span_kinds)")
+            steps.append(
+                _Step(
+                    key=(0, "", 0, 0),
+                    body={"source": "agent", "message": answer or "", "llm_call_count": 0},
+                )
+            )
+        if not any(s.body["source"] == "user" for s in steps):
+            self._input_step(steps)
+        bodies = [{"step_id": i, **step.body} for i, step in enumerate(steps, start=1)]
+        trajectory = self._document(bodies, session_id, agent_name, truncated)
+        findings = [
+            *self._span_findings(),
+            *self._answer_findings(answer, answered_by),
+            *self._result_findings(steps),
+            *self._user_step_findings(steps),
+        ]
+        unread = self.unread
+        if len(unread) > MAX_UNREAD:
+            unread = [*unread[:MAX_UNREAD], f"... and {len(unread) - MAX_UNREAD} more"]
+        return BuildResult(
+            trajectory=trajectory,
+            answer=answer,
+            unread=unread,
+            steps=len(bodies),
+            truncated=truncated,
+            spans=len(self.spans),
+            excluded=self.excluded,
+            findings=findings,
+        )
+
+    def _span_steps(self) -> list[_Step]:
+        """The steps the LLM and tool spans give, in order: each LLM call with the prompt
+        steps before it, the tool calls, and each call's observed result."""
         steps: list[_Step] = []
         seen: Counter[tuple[str, str]] = Counter()
         llm_steps: list[_Step] = []
@@ -330,52 +368,21 @@ class _Builder:
             if step.calls:
                 self._observe(step)
         steps.sort(key=lambda s: s.key)
-        if not any(s.body["source"] == "user" for s in steps):
-            self._input_step(steps)
-        answer, answered_by = None, None
+        return steps
+
+    def _answer(self) -> tuple[str | None, tuple[int, AnswerSource, Span | None] | None]:
+        """The final answer from the first of the mapping's answer sources that gives one,
+        and which source (its place, itself, the span read); a note when none does."""
         for i, source in enumerate(self.m.answer):
             answer, span = self.source_read(source, last=True)
             if answer:
-                answered_by = (i, source, span)
-                break
-        if not answer:
-            answer = None
-            self.unread.append(
-                "answer: no answer source gave a value ("
-                + "; ".join(_describe_source(s) for s in self.m.answer)
-                + ")"
-            )
-        if not steps:
-            self.unread.append("steps: no span is an LLM call or a tool (see span_kinds)")
-            steps.append(
-                _Step(
-                    key=(0, "", 0, 0),
-                    body={"source": "agent", "message": answer or "", "llm_call_count": 0},
-                )
-            )
-        bodies = []
-        for i, step in enumerate(steps, start=1):
-            bodies.append({"step_id": i, **step.body})
-        trajectory = self._document(bodies, session_id, agent_name, truncated)
-        findings = [
-            *self._span_findings(),
-            *self._answer_findings(answer, answered_by),
-            *self._result_findings(steps),
-            *self._user_step_findings(steps),
-        ]
-        unread = self.unread
-        if len(unread) > MAX_UNREAD:
-            unread = [*unread[:MAX_UNREAD], f"... and {len(unread) - MAX_UNREAD} more"]
-        return BuildResult(
-            trajectory=trajectory,
-            answer=answer,
-            unread=unread,
-            steps=len(bodies),
-            truncated=truncated,
-            spans=len(self.spans),
-            excluded=self.excluded,
-            findings=findings,
+                return answer, (i, source, span)
+        self.unread.append(
+            "answer: no answer source gave a value ("
+            + "; ".join(_describe_source(s) for s in self.m.answer)
+            + ")"
         )
+        return None, None
 
     # ------------------------------------------------------------------ findings
 

@@ -203,6 +203,32 @@ def test_exclude_spans_drops_the_matching_spans_and_their_children():
 # --------------------------------------------------------------------------- unread
 
 
+def test_a_tool_the_agent_ran_by_itself_takes_its_place_in_time():
+    tracer, exporter = tracer_and_exporter()
+    llm = {
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": QUESTION,
+        "llm.output_messages.0.message.role": "assistant",
+    }
+    with timed(tracer, "agent", 0, 1000, **{"openinference.span.kind": "AGENT"}):
+        with timed(
+            tracer, "llm-1", 10, 100, **llm, **{"llm.output_messages.0.message.content": "a"}
+        ):
+            pass
+        with timed(tracer, "lone-tool", 150, 180, **{"openinference.span.kind": "TOOL"}):
+            pass
+        with timed(
+            tracer, "llm-2", 200, 300, **llm, **{"llm.output_messages.0.message.content": "b"}
+        ):
+            pass
+    spans = spans_of(exporter)
+    steps = build(spans, OPENINFERENCE).trajectory["steps"]
+    assert [s["extra"]["span_id"] for s in steps[1:]] == [
+        by_name(spans, name).span_id for name in ("llm-1", "lone-tool", "llm-2")
+    ]
+
+
 def test_unread_names_each_missing_thing_with_its_span():
     tracer, exporter = tracer_and_exporter()
     with timed(tracer, "agent", 0, 1000, **{"openinference.span.kind": "AGENT"}):
@@ -303,6 +329,23 @@ def test_result_from_the_next_llm_input_when_the_tool_span_has_none():
     ]
     step = build(spans, OPENINFERENCE).trajectory["steps"][2]
     assert step["observation"]["results"] == [{"source_call_id": "call_1", "content": RESULT}]
+
+
+def test_a_session_of_only_an_agents_span_gives_its_question_and_answer():
+    # No LLM or tool span (their instrumentation not installed, or a hand-made agent span):
+    # the agent span's input and output are the steps, and the note says why there are no
+    # more.
+    spans = [s for s in oi_spans() if s.attributes.get("openinference.span.kind") == "AGENT"]
+    assert len(spans) == 1
+    result = build(spans, OPENINFERENCE)
+    steps = result.trajectory["steps"]
+    assert [(s["source"], s["message"]) for s in steps] == [
+        ("user", "What is the weather in Paris?"),
+        ("agent", "It is 18°C and cloudy in Paris."),
+    ]
+    assert result.answer == "It is 18°C and cloudy in Paris."
+    assert result.unread == ["steps: no span is an LLM call or a tool (see span_kinds)"]
+    assert validate_trajectory(result.trajectory) == []
 
 
 def test_no_spans_still_give_a_valid_trajectory():
