@@ -16,7 +16,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -35,6 +35,9 @@ from evalkit.sdk._evaluators import PythonEvaluator, check_evaluators, not_judge
 from evalkit.sdk._link import SdkLink, login
 from evalkit.sdk._model import EvalRun, ExperimentResult, SdkError
 from evalkit.sdk._progress import say
+
+if TYPE_CHECKING:
+    from evalkit.sdk._judge import SdkJudge
 
 SCORED = ("done", "failed")
 CONCURRENCY = 8
@@ -73,7 +76,7 @@ async def aevaluate_experiment(
         )
     import httpx
 
-    from evalkit.sdk._judge import SdkJudge, recorded_judge
+    from evalkit.sdk._judge import recorded_judge
 
     base, token = login(server_url)
     link = SdkLink(base, token)
@@ -103,32 +106,39 @@ async def aevaluate_experiment(
         # grades: the runs it re-scores get that judge's verdict on the new trajectory here.
         judge: SdkJudge | None = recorded_judge(detail, None, http) if rescore else None
         if chosen or judge is not None:
-            cases = await link.get(f"/api/experiments/{experiment_id}/cases", ExperimentCases)
-            contents = {c.case_id: c.content for c in cases.cases}
-            slots = asyncio.Semaphore(CONCURRENCY)
-            regraded = set(rescore)
-
-            async def one(run_id: int) -> None:
-                async with slots:
-                    again = judge if run_id in regraded else None
-                    await _score(link, run_id, chosen, contents, opened.round, again)
-
-            await asyncio.gather(*(one(r.id) for r in scored if chosen or r.id in regraded))
+            await _score_round(link, experiment_id, opened.round, scored, chosen, judge, rescore)
         await _wait_round(link, experiment_id, opened.round, timeout)
         final = await link.get(f"/api/experiments/{experiment_id}", wire.ExperimentDetail)
         scores = await link.get(f"/api/experiments/{experiment_id}/scores")
-        return ExperimentResult(
-            id=experiment_id,
-            url=f"{link.base_url}/experiments/{experiment_id}",
-            status=final.status,
-            summary=final.summary,
-            scores=list(scores.get("scores") or []),
-            runs=[msgspec.to_builtins(r) for r in final.run_list],
-            experiment=msgspec.to_builtins(final),
-        )
+        return ExperimentResult.of(final, scores, link.base_url)
     finally:
         await http.aclose()
         await link.aclose()
+
+
+async def _score_round(
+    link: SdkLink,
+    experiment_id: int,
+    round_no: int,
+    scored: list[wire.RunRow],
+    chosen: list[PythonEvaluator],
+    judge: SdkJudge | None,
+    rescore: list[int],
+) -> None:
+    """Post the round's scores from this process, a few runs at a time: the Python
+    evaluators' on every scored run, and the judge's on the runs whose trajectory was read
+    again."""
+    cases = await link.get(f"/api/experiments/{experiment_id}/cases", ExperimentCases)
+    contents = {c.case_id: c.content for c in cases.cases}
+    slots = asyncio.Semaphore(CONCURRENCY)
+    regraded = set(rescore)
+
+    async def one(run_id: int) -> None:
+        async with slots:
+            again = judge if run_id in regraded else None
+            await _score(link, run_id, chosen, contents, round_no, again)
+
+    await asyncio.gather(*(one(r.id) for r in scored if chosen or r.id in regraded))
 
 
 evaluate_experiment.__signature__ = inspect.signature(aevaluate_experiment)  # type: ignore[attr-defined]

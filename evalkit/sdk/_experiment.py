@@ -719,17 +719,8 @@ class _Runner:
             polls += 1
 
     async def _result(self, detail: wire.ExperimentDetail) -> ExperimentResult:
-        experiment_id = detail.id
-        scores = await self.link.get(f"/api/experiments/{experiment_id}/scores")
-        return ExperimentResult(
-            id=experiment_id,
-            url=f"{self.link.base_url}/experiments/{experiment_id}",
-            status=detail.status,
-            summary=detail.summary,
-            scores=list(scores.get("scores") or []),
-            runs=[msgspec.to_builtins(r) for r in detail.run_list],
-            experiment=msgspec.to_builtins(detail),
-        )
+        scores = await self.link.get(f"/api/experiments/{detail.id}/scores")
+        return ExperimentResult.of(detail, scores, self.link.base_url)
 
 
 def _waiting_for(detail: wire.ExperimentDetail) -> str | None:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+if TYPE_CHECKING:
+    from evalkit.model.runs import ExperimentDetail
 
 ScoreKind = Literal["evaluator", "gauge"]
 
@@ -106,6 +111,22 @@ class ExperimentResult:
     """Per score name: mean, pass rate and their intervals (``evalkit experiments scores``)."""
     runs: list[dict[str, Any]]
     experiment: dict[str, Any]
+
+    @classmethod
+    def of(
+        cls, detail: ExperimentDetail, scores: dict[str, Any], base_url: str
+    ) -> ExperimentResult:
+        """The result of an experiment as the server shows it (``detail``, and the body of
+        its ``/scores``), with its page on the server at ``base_url``."""
+        return cls(
+            id=detail.id,
+            url=f"{base_url}/experiments/{detail.id}",
+            status=detail.status,
+            summary=detail.summary,
+            scores=list(scores.get("scores") or []),
+            runs=[msgspec.to_builtins(r) for r in detail.run_list],
+            experiment=msgspec.to_builtins(detail),
+        )
 
     @property
     def by_state(self) -> dict[str, int]:

@@ -40,6 +40,7 @@ def test_sync_task_over_a_synced_suite(dev):
     assert len(calls) == 3 and all(set(c) == {"question"} for c in calls)
     assert result.status == "finished" and result.by_state == {"done": 3}
     assert result.url.endswith(f"/experiments/{result.id}")
+    assert result.summary is not None and result.summary == result.experiment["summary"]
     assert result.experiment["driver"] == "sdk" and result.experiment["workspace"] == "alice"
     assert result.experiment["dataset"] == "finance@alice"
     [exact] = [s for s in result.scores if s["name"] == "exact_match"]
