@@ -76,11 +76,7 @@ def cases_from_session(
 
     with Client() as client:
         ref = client.resolve(agent, "agent") if agent else _find_agent(client, session_id)
-        check: wire.TraceCheck = client.get(
-            f"/api/workspaces/{ref.workspace}/agents/{ref.name}/sessions/"
-            f"{quote(session_id, safe='')}/check",
-            type=wire.TraceCheck,
-        )
+        check = _session_check(client, ref, session_id)
     case = plan_session_case(
         check, into, expected_answer=expected == "answer", tags=tag or [], force=force
     )
@@ -110,6 +106,16 @@ def cases_from_session(
         if expected == "answer":
             say("  expected.answer is the agent's own answer: review it before you sync")
     return 0
+
+
+def _session_check(client: Client, ref: Ref, session_id: str) -> wire.TraceCheck:
+    """What the server makes of the session (as `evalkit traces check` shows it)."""
+    check: wire.TraceCheck = client.get(
+        f"/api/workspaces/{ref.workspace}/agents/{ref.name}/sessions/"
+        f"{quote(session_id, safe='')}/check",
+        type=wire.TraceCheck,
+    )
+    return check
 
 
 def _find_agent(client: Client, session_id: str) -> Ref:
@@ -217,14 +223,9 @@ def cases_mine(
         for session_id in found:
             if len(written) >= limit:
                 break
-            check: wire.TraceCheck = client.get(
-                f"/api/workspaces/{ref.workspace}/agents/{ref.name}/sessions/"
-                f"{quote(session_id, safe='')}/check",
-                type=wire.TraceCheck,
-            )
             try:
                 case = plan_session_case(
-                    check,
+                    _session_check(client, ref, session_id),
                     into,
                     expected_answer=expected == "answer",
                     tags=tag or [],

@@ -3,8 +3,17 @@ lint passes; a second run writes none."""
 
 from __future__ import annotations
 
+from opentelemetry.sdk.trace.export import SpanExportResult
+
 from tests.integration.datasets_helpers import Repo, login
-from tests.integration.otel_helpers import make_agent
+from tests.integration.otel_helpers import (
+    MAPPING,
+    agent_session,
+    exporter,
+    make_agent,
+    mint,
+    recorder,
+)
 from tests.integration.test_cases_from_session import send
 
 
@@ -55,3 +64,27 @@ def test_mine_refuses_bad_input_with_the_fix(server, cli, admin_token, tmp_path)
     none = cli("cases", "mine", "--agent", "bot@admin", "--into", str(suite), "--since", "1h")
     assert none.code == 0 and "wrote 0 case files, skipped 0" in none.out
     assert not suite.exists()
+
+
+def test_a_session_that_makes_no_case_is_skipped_with_the_reason(
+    server, cli, admin_token, tmp_path
+):
+    login(cli, server)
+    silent = {**MAPPING, "exclude_spans": [{"name": "agent"}]}  # the root holds the question
+    make_agent(server, admin_token, "admin", name="quiet", mapping=silent)
+    with recorder() as (tracer, memory):
+        agent_session(tracer, "q1")
+        spans = memory.get_finished_spans()
+    sender = exporter(server, mint(server, admin_token, "admin", agent="quiet"))
+    assert sender.export(spans) == SpanExportResult.SUCCESS
+    suite = tmp_path / "cases" / "traffic"
+
+    mined = cli("cases", "mine", "--agent", "quiet@admin", "--into", str(suite), "--json")
+    assert mined.code == 0, mined.err
+    assert mined.json["written"] == []
+    [skipped] = mined.json["skipped"]
+    assert skipped["session_id"] == "q1"
+    assert "session 'q1' of quiet@admin has no user turn with text" in skipped["reason"]
+    shown = cli("cases", "mine", "--agent", "quiet@admin", "--into", str(suite))
+    assert "skipped session q1: session 'q1' of quiet@admin has no user turn" in shown.out
+    assert "wrote 0 case files, skipped 1" in shown.out
