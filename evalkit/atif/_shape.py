@@ -175,6 +175,27 @@ def check_object(
             msg = f"the document must be a JSON object (a trajectory), but it is {describe(node)}"
         report.add(path, "type", msg + f"; write {what} as a JSON object")
         return None
+    _check_keys(report, node, path, spec, what)
+    good: dict[str, Any] = {}
+    for name, fld in spec.items():
+        fpath = key(path, name)
+        if name not in node:
+            if fld.required:
+                report.add(
+                    fpath,
+                    "required",
+                    f"{what} is missing `{name}`, which is required; "
+                    f"add it as {_KIND_NAMES[fld.kind]}",
+                )
+        elif _member_ok(report, fpath, name, fld, node[name]):
+            good[name] = node[name]
+    return good
+
+
+def _check_keys(
+    report: Report, node: dict[Any, Any], path: str, spec: Mapping[str, Field], what: str
+) -> None:
+    """Report each key of ``node`` that is not a string, or not a field of ``spec``."""
     for name in node:
         if not isinstance(name, str):
             report.add(
@@ -189,50 +210,42 @@ def check_object(
                 f"`{name}` is not an ATIF field of {what}; remove it, or move it into "
                 "an `extra` object, which is the place for custom data",
             )
-    good: dict[str, Any] = {}
-    for name, fld in spec.items():
-        fpath = key(path, name)
-        if name not in node:
-            if fld.required:
-                report.add(
-                    fpath,
-                    "required",
-                    f"{what} is missing `{name}`, which is required; "
-                    f"add it as {_KIND_NAMES[fld.kind]}",
-                )
-            continue
-        value = node[name]
-        if value is None:
-            if fld.required:
-                report.add(
-                    fpath,
-                    "type",
-                    f"`{fpath}` is required and cannot be null; set it to {_KIND_NAMES[fld.kind]}",
-                )
-            continue
-        if not _kind_ok(fld.kind, value):
-            report.add(fpath, "type", _type_message(fpath, fld.kind, value))
-            continue
-        if fld.kind.endswith("[]") and not _elements_ok(report, fpath, fld.kind, value):
-            continue
-        if fld.nonneg and value < 0:
+
+
+def _member_ok(report: Report, fpath: str, name: str, fld: Field, value: Any) -> bool:
+    """Whether a present member is usable: not null, of its kind, its elements too, not
+    negative where it cannot be. A field newer than the document's version is reported and
+    still used."""
+    if value is None:
+        if fld.required:
             report.add(
                 fpath,
-                "negative-value",
-                f"`{fpath}` is {value}, but it cannot be negative; use 0 or more, "
-                "or leave the field out if the value is unknown",
+                "type",
+                f"`{fpath}` is required and cannot be null; set it to {_KIND_NAMES[fld.kind]}",
             )
-            continue
-        if fld.since > report.version:
-            report.add(
-                fpath,
-                "field-requires-newer-version",
-                f"`{name}` was added in ATIF-v1.{fld.since}, but this document declares "
-                f"{report.version_label}; set `schema_version` to ATIF-v1.{fld.since} "
-                "or later, or drop the field",
-            )
-        good[name] = value
-    return good
+        return False
+    if not _kind_ok(fld.kind, value):
+        report.add(fpath, "type", _type_message(fpath, fld.kind, value))
+        return False
+    if fld.kind.endswith("[]") and not _elements_ok(report, fpath, fld.kind, value):
+        return False
+    if fld.nonneg and value < 0:
+        report.add(
+            fpath,
+            "negative-value",
+            f"`{fpath}` is {value}, but it cannot be negative; use 0 or more, "
+            "or leave the field out if the value is unknown",
+        )
+        return False
+    if fld.since > report.version:
+        report.add(
+            fpath,
+            "field-requires-newer-version",
+            f"`{name}` was added in ATIF-v1.{fld.since}, but this document declares "
+            f"{report.version_label}; set `schema_version` to ATIF-v1.{fld.since} "
+            "or later, or drop the field",
+        )
+    return True
 
 
 def _elements_ok(report: Report, path: str, kind: str, value: list[Any]) -> bool:
