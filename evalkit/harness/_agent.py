@@ -148,25 +148,7 @@ def trajectory(
     steps: list[dict[str, Any]] = [
         {"step_id": 1, "timestamp": iso(started), "source": "user", "message": work.question}
     ]
-    calls: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    for n, f in enumerate(work.files, 1):
-        call_id = f"call-file-{n}"
-        calls.append(
-            {"tool_call_id": call_id, "function_name": "read_file", "arguments": {"name": f.name}}
-        )
-        results.append(
-            {"source_call_id": call_id, "content": f"{f.name}: {f.size} bytes, sha256 {f.sha256}"}
-        )
-    if work.expression is not None:
-        calls.append(
-            {
-                "tool_call_id": "call-calc-1",
-                "function_name": "calculator",
-                "arguments": {"expression": work.expression},
-            }
-        )
-        results.append({"source_call_id": "call-calc-1", "content": work.result})
+    calls, results = _tool_calls(work)
     prompt = completion = 0
     if calls:
         p, c = _tokens(work.question) + 40, 12 * len(calls)
@@ -227,6 +209,31 @@ def trajectory(
             step.pop("metrics", None)
         del doc["final_metrics"]
     return doc
+
+
+def _tool_calls(work: Work) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The run's tool calls and their results: a read_file for each input file, and the
+    calculator when the question holds arithmetic."""
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for n, f in enumerate(work.files, 1):
+        call_id = f"call-file-{n}"
+        calls.append(
+            {"tool_call_id": call_id, "function_name": "read_file", "arguments": {"name": f.name}}
+        )
+        results.append(
+            {"source_call_id": call_id, "content": f"{f.name}: {f.size} bytes, sha256 {f.sha256}"}
+        )
+    if work.expression is not None:
+        calls.append(
+            {
+                "tool_call_id": "call-calc-1",
+                "function_name": "calculator",
+                "arguments": {"expression": work.expression},
+            }
+        )
+        results.append({"source_call_id": "call-calc-1", "content": work.result})
+    return calls, results
 
 
 def _metrics(prompt: int, completion: int) -> dict[str, Any]:

@@ -124,6 +124,12 @@ async def test_echo_and_files_inline_and_by_url():
         traj = parse_trajectory(await client.trajectory(second.id))
         names = [c.function_name for c in traj.steps[1].tool_calls]
         assert names == ["read_file", "calculator"]
+        # Each file read is observed with the size and digest of the bytes the harness got.
+        digest = hashlib.sha256(data).hexdigest()
+        assert [(r.source_call_id, r.content) for r in traj.steps[1].observation.results] == [
+            ("call-file-1", f"copy.csv: 18 bytes, sha256 {digest}"),
+            ("call-calc-1", "42"),
+        ]
         # Bytes that do not match their sha256 fail the run and say which file.
         wrong = InputFile(name="bad.csv", sha256="0" * 64, size=len(data), url=url)
         failed = await client.start(start_body("f3", files=[wrong]))
