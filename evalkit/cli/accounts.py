@@ -71,30 +71,8 @@ def login(
     """
     base = server_url(url)
     if login_sso.machine_credentials() is not None and not (sso or device or username):
-        with Client(base) as client:
-            me: api.WhoAmI = client.get("/api/auth/whoami", type=api.WhoAmI)
-        if json:
-            emit_json({"server": base, "username": me.user.username, "expires_at": None})
-        else:
-            say(
-                f"{login_sso.CLIENT_ID_ENV} is set: every command signs in to {base} as "
-                f"{me.user.username} with client credentials; nothing is stored"
-            )
-        return 0
-    has_password = password_stdin or bool(os.environ.get(PASSWORD_ENV))
-    info = None
-    if sso or device or (username is None and not has_password):
-        info = login_sso.sso_info(base)
-        if not info.enabled and (sso or device):
-            raise CliError(
-                f"{base} has no single sign-on; log in with a password (--username), or ask "
-                "the admin to set auth.oidc"
-            )
-    if info is not None and info.enabled:
-        with Client(base, token="") as client:
-            session = login_sso.login(client, info, device=True if device else None)
-    else:
-        session = _password_login(base, username, password_stdin)
+        return _machine_login(base, json)
+    session = _new_session(base, username, password_stdin, sso=sso, device=device)
     username = session.user.username
     creds = credentials.load()
     creds.servers[base] = credentials.StoredLogin(
@@ -108,6 +86,40 @@ def login(
         say(f"logged in to {base} as {username} until {session.expires_at:%Y-%m-%d %H:%M %Z}")
         note(f"token stored in {path}")
     return 0
+
+
+def _machine_login(base: str, json: bool) -> int:
+    """A machine client's login: nothing to store, as every command signs in with the
+    client credentials; says who they sign in as."""
+    with Client(base) as client:
+        me: api.WhoAmI = client.get("/api/auth/whoami", type=api.WhoAmI)
+    if json:
+        emit_json({"server": base, "username": me.user.username, "expires_at": None})
+    else:
+        say(
+            f"{login_sso.CLIENT_ID_ENV} is set: every command signs in to {base} as "
+            f"{me.user.username} with client credentials; nothing is stored"
+        )
+    return 0
+
+
+def _new_session(
+    base: str, username: str | None, password_stdin: bool, *, sso: bool, device: bool
+) -> api.Session:
+    """A session by single sign-on when asked for, or when the server has it and no
+    password is at hand; else by password."""
+    has_password = password_stdin or bool(os.environ.get(PASSWORD_ENV))
+    if sso or device or (username is None and not has_password):
+        info = login_sso.sso_info(base)
+        if info.enabled:
+            with Client(base, token="") as client:
+                return login_sso.login(client, info, device=True if device else None)
+        if sso or device:
+            raise CliError(
+                f"{base} has no single sign-on; log in with a password (--username), or ask "
+                "the admin to set auth.oidc"
+            )
+    return _password_login(base, username, password_stdin)
 
 
 def _password_login(base: str, username: str | None, password_stdin: bool) -> api.Session:

@@ -56,6 +56,27 @@ def test_login_password_from_env(cli, server, monkeypatch):
     assert result.code == 0, result.err
 
 
+def test_a_password_login_wins_over_machine_credentials(cli, server, monkeypatch):
+    # Client credentials in the environment sign every command in by themselves, unless
+    # the login names a user: then that user logs in with a password.
+    monkeypatch.setenv("EVALKIT_OIDC_CLIENT_ID", "ci-bot")
+    monkeypatch.setenv("EVALKIT_OIDC_CLIENT_SECRET", "not-used-here")
+    result = cli(
+        "login", server.url, "--username", "admin", "--password-stdin", stdin=ADMIN_PASSWORD + "\n"
+    )
+    assert result.code == 0, result.err
+    assert f"logged in to {server.url} as admin" in result.out
+
+
+def test_sso_asked_of_a_server_without_it_is_refused_with_the_fix(cli, server):
+    for flag in ("--sso", "--device"):
+        result = cli("login", server.url, flag, "--password-stdin", stdin="unused\n")
+        assert result.code == 1, result.out
+        assert f"{server.url} has no single sign-on; log in with a password (--username)" in (
+            result.err
+        )
+
+
 def test_wrong_password_and_unknown_user(cli, server):
     wrong = cli("login", server.url, "--username", "admin", "--password-stdin", stdin="nope-nope\n")
     assert wrong.code == 1
