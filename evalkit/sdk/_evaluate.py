@@ -125,9 +125,9 @@ async def _score_round(
     judge: SdkJudge | None,
     rescore: list[int],
 ) -> None:
-    """Post the round's scores from this process, a few runs at a time: the Python
-    evaluators' on every scored run, and the judge's on the runs whose trajectory was read
-    again."""
+    """Post the round's scores from this process, ``CONCURRENCY`` runs at a time: the
+    Python evaluators' on every scored run, and the judge's on the runs whose trajectory
+    was read again."""
     cases = await link.get(f"/api/experiments/{experiment_id}/cases", ExperimentCases)
     contents = {c.case_id: c.content for c in cases.cases}
     slots = asyncio.Semaphore(CONCURRENCY)
