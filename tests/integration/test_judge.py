@@ -95,6 +95,18 @@ def run_judge(behaviour: JudgeBehaviour | None = None) -> JudgeServer:
     return JudgeServer(behaviour).start()
 
 
+async def timed_grade(http, server: JudgeServer, **setup_kw):
+    """Grade once against ``server`` (stopped after): the score and the seconds it took."""
+    try:
+        started = time.monotonic()
+        [item] = await grade(
+            context(), JudgeConfig(rubric=RUBRIC), judge=setup(server, **setup_kw), http=http
+        )
+        return item, time.monotonic() - started
+    finally:
+        server.stop()
+
+
 # --------------------------------------------------------------------------- grading
 
 
@@ -244,14 +256,7 @@ async def test_429_waits_for_retry_after(http):
 
 async def test_a_retry_past_the_budget_gives_up_at_once(http):
     server = run_judge(JudgeBehaviour(script=["429"], retry_after="30"))
-    try:
-        started = time.monotonic()
-        [item] = await grade(
-            context(), JudgeConfig(rubric=RUBRIC), judge=setup(server, budget=6), http=http
-        )
-        elapsed = time.monotonic() - started
-    finally:
-        server.stop()
+    item, elapsed = await timed_grade(http, server, budget=6)
     # At once: not after sleeping out the budget (6 s), let alone the Retry-After (30 s).
     assert elapsed < 3 and len(server.requests) == 1
     assert item.value is None
@@ -285,17 +290,7 @@ async def test_5xx_backs_off_then_succeeds_or_gives_up(http):
 
 async def test_a_slow_judge_times_out_and_is_recorded(http):
     server = run_judge(JudgeBehaviour(script=["slow"] * 3, slow_seconds=2.5))
-    try:
-        started = time.monotonic()
-        [item] = await grade(
-            context(),
-            JudgeConfig(rubric=RUBRIC),
-            judge=setup(server, timeout=0.3, attempts=2),
-            http=http,
-        )
-        elapsed = time.monotonic() - started
-    finally:
-        server.stop()
+    item, elapsed = await timed_grade(http, server, timeout=0.3, attempts=2)
     # Two attempts cut at 0.3 s each, not one wait for the slow answer (2.5 s).
     assert elapsed < 2.0, elapsed
     assert item.value is None
@@ -305,14 +300,7 @@ async def test_a_slow_judge_times_out_and_is_recorded(http):
 async def test_a_request_is_cut_at_what_is_left_of_the_budget(http):
     # The request's own timeout (5 s) is longer than the run's budget (1 s): the budget wins.
     server = run_judge(JudgeBehaviour(script=["slow"], slow_seconds=2.5))
-    try:
-        started = time.monotonic()
-        [item] = await grade(
-            context(), JudgeConfig(rubric=RUBRIC), judge=setup(server, budget=1), http=http
-        )
-        elapsed = time.monotonic() - started
-    finally:
-        server.stop()
+    item, elapsed = await timed_grade(http, server, budget=1)
     assert elapsed < 2.0, elapsed  # not the 2.5 s the slow answer takes
     assert item.value is None
     assert item.error.startswith("the judge gave no usable answer within 1 s (the budget")
