@@ -26,6 +26,18 @@ def send(server, token: str, workspace: str, *sessions: str, question: str = "Wh
     assert sender.export(spans) == SpanExportResult.SUCCESS
 
 
+def send_to_a_quiet_agent(server, token: str, workspace: str, session_id: str) -> None:
+    """A session of agent ``quiet``, whose mapping leaves out the root span that holds the
+    question: its trajectory has no user turn, so it makes no case."""
+    silent = {**MAPPING, "exclude_spans": [{"name": "agent"}]}
+    make_agent(server, token, workspace, name="quiet", mapping=silent)
+    with recorder() as (tracer, memory):
+        agent_session(tracer, session_id)
+        spans = memory.get_finished_spans()
+    sender = exporter(server, mint(server, token, workspace, agent="quiet"))
+    assert sender.export(spans) == SpanExportResult.SUCCESS
+
+
 def test_a_session_becomes_a_case_that_lints_and_syncs(server, cli, admin_token, tmp_path):
     login(cli, server)
     make_agent(server, admin_token, "admin")
@@ -147,14 +159,8 @@ def test_two_agents_with_the_session_id_need_agent(server, cli, admin_token, tmp
 def test_bad_input_names_the_thing_and_the_fix(server, cli, admin_token, tmp_path):
     login(cli, server)
     make_agent(server, admin_token, "admin")
-    silent = {**MAPPING, "exclude_spans": [{"name": "agent"}]}  # the root holds the question
-    make_agent(server, admin_token, "admin", name="quiet", mapping=silent)
+    send_to_a_quiet_agent(server, admin_token, "admin", "q1")
     send(server, admin_token, "admin", "s1")
-    with recorder() as (tracer, memory):
-        agent_session(tracer, "q1")
-        spans = memory.get_finished_spans()
-    sender = exporter(server, mint(server, admin_token, "admin", agent="quiet"))
-    assert sender.export(spans) == SpanExportResult.SUCCESS
     repo = Repo(tmp_path / "repo")
     suite = repo.suite("qa")
 

@@ -3,18 +3,9 @@ lint passes; a second run writes none."""
 
 from __future__ import annotations
 
-from opentelemetry.sdk.trace.export import SpanExportResult
-
 from tests.integration.datasets_helpers import Repo, login
-from tests.integration.otel_helpers import (
-    MAPPING,
-    agent_session,
-    exporter,
-    make_agent,
-    mint,
-    recorder,
-)
-from tests.integration.test_cases_from_session import send
+from tests.integration.otel_helpers import make_agent
+from tests.integration.test_cases_from_session import send, send_to_a_quiet_agent
 
 
 def test_mine_writes_the_newest_sessions_once(server, cli, admin_token, tmp_path):
@@ -70,13 +61,7 @@ def test_a_session_that_makes_no_case_is_skipped_with_the_reason(
     server, cli, admin_token, tmp_path
 ):
     login(cli, server)
-    silent = {**MAPPING, "exclude_spans": [{"name": "agent"}]}  # the root holds the question
-    make_agent(server, admin_token, "admin", name="quiet", mapping=silent)
-    with recorder() as (tracer, memory):
-        agent_session(tracer, "q1")
-        spans = memory.get_finished_spans()
-    sender = exporter(server, mint(server, admin_token, "admin", agent="quiet"))
-    assert sender.export(spans) == SpanExportResult.SUCCESS
+    send_to_a_quiet_agent(server, admin_token, "admin", "q1")
     suite = tmp_path / "cases" / "traffic"
 
     mined = cli("cases", "mine", "--agent", "quiet@admin", "--into", str(suite), "--json")
