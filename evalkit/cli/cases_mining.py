@@ -18,9 +18,8 @@ from cyclopts import Parameter
 from evalkit.cli.app import JsonFlag
 from evalkit.cli.client import Client
 from evalkit.cli.output import CliError, emit_json, say
-from evalkit.cli.traces_check import agent_of_session
+from evalkit.cli.traces_check import agent_of_session, session_check
 from evalkit.model import agents as agents_wire
-from evalkit.model import otel as wire
 from evalkit.model import session_list as session_wire
 from evalkit.model.names import Ref
 
@@ -76,7 +75,7 @@ def cases_from_session(
 
     with Client() as client:
         ref = client.resolve(agent, "agent") if agent else _find_agent(client, session_id)
-        check = _session_check(client, ref, session_id)
+        check = session_check(client, ref, session_id)
     case = plan_session_case(
         check, into, expected_answer=expected == "answer", tags=tag or [], force=force
     )
@@ -106,16 +105,6 @@ def cases_from_session(
         if expected == "answer":
             say("  expected.answer is the agent's own answer: review it before you sync")
     return 0
-
-
-def _session_check(client: Client, ref: Ref, session_id: str) -> wire.TraceCheck:
-    """What the server makes of the session (as `evalkit traces check` shows it)."""
-    check: wire.TraceCheck = client.get(
-        f"/api/workspaces/{ref.workspace}/agents/{ref.name}/sessions/"
-        f"{quote(session_id, safe='')}/check",
-        type=wire.TraceCheck,
-    )
-    return check
 
 
 def _find_agent(client: Client, session_id: str) -> Ref:
@@ -225,7 +214,7 @@ def cases_mine(
                 break
             try:
                 case = plan_session_case(
-                    _session_check(client, ref, session_id),
+                    session_check(client, ref, session_id),
                     into,
                     expected_answer=expected == "answer",
                     tags=tag or [],

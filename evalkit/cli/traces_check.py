@@ -41,11 +41,7 @@ def traces_check(
     agent has it, the command lists them and exits 2: say which with --agent."""
     with Client() as client:
         ref = client.resolve(agent, "agent") if agent else agent_of_session(client, session_id)
-        check: wire.TraceCheck = client.get(
-            f"/api/workspaces/{ref.workspace}/agents/{ref.name}/sessions/"
-            f"{quote(session_id, safe='')}/check",
-            type=wire.TraceCheck,
-        )
+        check = session_check(client, ref, session_id)
     if json:
         emit_json(check)
         return _exit_code(check)
@@ -81,6 +77,16 @@ def traces_check(
         for line in check.trajectory_errors[:20]:
             say(f"    {line}")
     return _exit_code(check)
+
+
+def session_check(client: Client, ref: Ref, session_id: str) -> wire.TraceCheck:
+    """What the server makes of agent ``ref``'s session ``session_id``."""
+    check: wire.TraceCheck = client.get(
+        f"/api/workspaces/{ref.workspace}/agents/{ref.name}/sessions/"
+        f"{quote(session_id, safe='')}/check",
+        type=wire.TraceCheck,
+    )
+    return check
 
 
 def agent_of_session(client: Client, session_id: str) -> Ref:
