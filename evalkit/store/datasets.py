@@ -323,12 +323,12 @@ async def _refuse_missing_overlay_targets(
 class _SyncPlan:
     """What a sync does to each case the suite sends in full, against the dataset's cases."""
 
-    new_ids: list[str] = field(default_factory=list)
     versions: list[tuple[str, dict[str, Any], int | None, int]] = field(default_factory=list)
     """(kind, case, its pk, the new version's number) of each case changed or restored."""
     restore_only: list[dict[str, Any]] = field(default_factory=list)
     """Removed cases sent back unchanged: only their removal is undone."""
     added: list[str] = field(default_factory=list)
+    """New to the dataset: each gets a case row, then its first version."""
     changed: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     unchanged: int = 0
@@ -341,7 +341,6 @@ class _SyncPlan:
         for case in cases:
             cur = current.get(case["id"])
             if cur is None:
-                plan.new_ids.append(case["id"])
                 plan.added.append(case["id"])
             elif cur["version_hash"] != case["version_hash"]:
                 kind = "restore" if cur["removed"] else "change"
@@ -366,16 +365,16 @@ async def _write_versions(
     """Insert the new cases, then a version of each case added, changed or restored; the
     events that record them."""
     versions = list(plan.versions)
-    if plan.new_ids:
+    if plan.added:
         rows = await conn.all(
             "case_insert_many",
             workspace_id=ws.id,
             dataset_id=ds_id,
-            case_ids=_json.encode(plan.new_ids).decode(),
+            case_ids=_json.encode(plan.added).decode(),
         )
         pks = {r["case_id"]: r["case_pk"] for r in rows}
         by_id = {c["id"]: c for c in cases}
-        versions.extend(("add", by_id[cid], pks[cid], 1) for cid in plan.new_ids)
+        versions.extend(("add", by_id[cid], pks[cid], 1) for cid in plan.added)
     if not versions:
         return []
     rows = [
