@@ -201,6 +201,11 @@ def _read_scores(name: str, default_kind: str, raw: bytes) -> list[ScoreItem]:
     return reader.scores()
 
 
+def _stored_kind(kind: str | None) -> str:
+    """A score's kind as stored: ``gauge``, else ``evaluator`` (the API's ``score``)."""
+    return "gauge" if kind == "gauge" else "evaluator"
+
+
 @dataclass
 class _ScoreReader:
     """The entries of one answer read into scores by full name, and the problems found in
@@ -217,7 +222,7 @@ class _ScoreReader:
 
     @property
     def kind(self) -> str:
-        return "gauge" if self.default_kind == "gauge" else "evaluator"
+        return _stored_kind(self.default_kind)
 
     def read(self, index: int, entry: Any) -> None:
         raw_name = entry.get("name") if isinstance(entry, dict) else None
@@ -239,14 +244,13 @@ class _ScoreReader:
         if full in self.items:
             self.problems.append(f"score {entry_name!r} appears twice; the first one was kept")
             return
-        kind = score.kind or self.default_kind
         explanation = score.explanation
         if explanation is not None and len(explanation) > MAX_EXPLANATION:
             explanation = explanation[:MAX_EXPLANATION] + " [cut]"
         self.items[full] = ScoreItem(
             name=full,
             value=None if score.score is None else float(score.score),
-            kind="gauge" if kind == "gauge" else "evaluator",
+            kind=_stored_kind(score.kind or self.default_kind),
             explanation=explanation,
             evaluator=self.evaluator,
         )
@@ -302,7 +306,7 @@ async def evaluate(
     http: httpx.AsyncClient,
 ) -> list[ScoreItem]:
     """Score one run with the remote evaluator ``name``. Never raises."""
-    kind = "gauge" if evaluator.kind == "gauge" else "evaluator"
+    kind = _stored_kind(evaluator.kind)
 
     def failed(message: str) -> list[ScoreItem]:
         return [
