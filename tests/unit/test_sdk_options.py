@@ -48,11 +48,14 @@ def test_a_new_experiment_needs_a_dataset_and_an_agent(given):
         run_experiment(task=answer, **given)
 
 
-def test_the_options_are_checked_before_the_server_is_asked(monkeypatch):
-    # No server, no credentials: a refusal must come from the options, not from login.
-    monkeypatch.setenv("EVALKIT_URL", "http://127.0.0.1:9")
+def test_the_options_are_checked_before_the_server_is_asked(monkeypatch, tmp_path):
+    # No stored login and no token: asking the server first would fail on the login.
+    monkeypatch.setenv("EVALKIT_SERVER_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("EVALKIT_CLI_CONFIG_DIR", str(tmp_path / "cli-config"))
     monkeypatch.delenv("EVALKIT_TOKEN", raising=False)
-    with pytest.raises(SdkError, match="repetitions"):
+    with pytest.raises(SdkError, match=r"not logged in to http://127\.0\.0\.1:9"):
+        run_experiment(dataset="finance", agent="mine", task=answer)
+    with pytest.raises(SdkError, match="repetitions must be from 1 to 100, got 0"):
         run_experiment(
             dataset="finance",
             agent="mine",
